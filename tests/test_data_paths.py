@@ -223,3 +223,51 @@ def test_mmaction2_test_tool_runs_our_config_from_another_directory(shared_data,
     dumped = next((tmp_path / 'elsewhere/wd').glob('*/uniform_emissions_niv_t3.py')).read_text()
     assert str(tmp_path / 'root' / 'niv') in dumped and '{data_root}' not in dumped
     assert any((tmp_path / 'test_cache').iterdir())
+
+
+def test_a_repository_config_is_parsed_once_per_content_and_each_caller_gets_a_copy(
+        tmp_path, monkeypatch):
+    """read_config_file remembers a config of the repository (it and its bases in configs/, no
+    {{$ENV}}) by the bytes of its chain: mmengine parses it once; each caller gets its own
+    copy; new bytes (also at the same size and time stamp), another file, a config elsewhere
+    or one reading the environment are parsed anew."""
+    import os
+    from mmengine.config import Config
+    from vpn_plugin import data_paths
+    parsed = []
+    original = Config.fromfile
+    monkeypatch.setattr(Config, 'fromfile', staticmethod(
+        lambda filename, *a, **k: parsed.append(filename) or original(filename, *a, **k)))
+    data_paths._repository_config.cache_clear()
+    repository, elsewhere = tmp_path / 'configs', tmp_path / 'elsewhere'
+    monkeypatch.setattr(data_paths, 'REPOSITORY_CONFIGS', repository)
+    for folder in (repository, elsewhere):
+        folder.mkdir()
+        (folder / 'base.py').write_text("model = dict(type='Base', size=3)\nrate = 0.5\n")
+        (folder / 'child.py').write_text("_base_ = ['base.py']\nmodel = dict(size=4)\n")
+    child = str(repository / 'child.py')
+    first = data_paths.read_config_file(child)
+    first.model.size = 99  # the caller's copy: the next reader sees the file's value
+    again = data_paths.read_config_file(child)
+    assert parsed == [child] and again.model.size == 4 and again.rate == 0.5
+    assert again.filename == child and again.text == original(child).text
+    assert again.to_dict() == original(child).to_dict()
+    parsed.clear()
+    base = repository / 'base.py'  # new bytes, the same size and time stamp: read anew
+    stat = base.stat()
+    base.write_text(base.read_text().replace('0.5', '0.7'))
+    os.utime(base, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert base.stat().st_size == stat.st_size
+    assert data_paths.read_config_file(child).rate == 0.7 and parsed == [child]
+    outside = str(elsewhere / 'child.py')  # not the repository's: its code may read anything
+    assert [data_paths.read_config_file(outside).model.size for _ in range(2)] == [4, 4]
+    assert parsed == [child, outside, outside]
+    parsed.clear()
+    (repository / 'env.py').write_text("_base_ = ['base.py']\nrate = '{{$VPN_RATE:0.1}}'\n")
+    (repository / 'spaced.py').write_text("_base_ = ['base.py']\nrate = '{{ $VPN_RATE:0.1 }}'\n")
+    rates = []
+    for name in ('env.py', 'spaced.py'):  # mmengine reads both spellings
+        for value in ('0.2', '0.3'):
+            monkeypatch.setenv('VPN_RATE', value)
+            rates.append(data_paths.read_config_file(str(repository / name)).rate)
+    assert rates == ['0.2', '0.3'] * 2 and len(parsed) == 4

@@ -153,15 +153,17 @@ def test_the_run_walker_finds_a_linked_bases_own_bases_beside_the_link(tmp_path)
 
 def facts(path, options=None):
     import json
-    from vpn_plugin.protocol.results import _config_facts
-    return _config_facts(str(path), json.dumps(options or {}))
+    from vpn_plugin.protocol.results import _config_facts, _config_key
+    return _config_facts(*_config_key(str(path)), json.dumps(options or {}))
 
 
 @pytest.mark.parametrize('text, options, match', [
     (H + 'horizon = 6\ntest_horizon = 6\ntest_dataloader = dict(dataset=dict(horizon=[4][0]))\n',
-     None, r'c\.py:4: a subscript \(\[4\]\[0\]\)'),
-    (H + 'horizon = 6\nmodel = [dict(type="X")][0]\n', {'model.decode': 'x'},
-     r'c\.py:3: a subscript'),
+     None, r'test_dataloader\.dataset\.horizon=4 contradicts test_horizon=6'),  # computed (s17)
+    (H + 'horizon = 6\ntest_horizon = 6\ntest_dataloader = dict(dataset=dict(horizon=int(4)))\n',
+     None, r'test_dataloader\.dataset\.horizon is not read .*c\.py:4, a call of int'),
+    (H + 'horizon = 6\nmodel = [dict(type="X")][int(0)]\n', {'model.decode': 'x'},
+     r'model is not read .*c\.py:3, a call of int'),
     (H + 'horizon = 6\ntest_dataloader = [1]\n', None, r'test_dataloader = \[1\]; expected a dict'),
 ])
 def test_the_results_check_refuses_what_it_cannot_compare(tmp_path, text, options, match):

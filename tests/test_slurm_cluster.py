@@ -67,11 +67,11 @@ def write_protocol(folder: Path, tiny: dict) -> Path:
         f"model = dict(num_actions={tiny['num_actions']}, num_tasks={tiny['num_tasks']}, "
         "embed_dim=32, loss_weights=dict(state=0.0))\n"
         "train_cfg = dict(max_epochs=2, val_interval=2)\n"
-        # a literal list (outside configs/, rows' configs are read without running code)
-        "custom_hooks = [dict(type='PKGHook')] + ["
-        + ', '.join(f"dict(type='PauseAfterEpochOnRequestHook', epoch=1, seed={seed}, "
-                    f"request={str(folder / f'pause{seed}')!r}, "
-                    f"marker={str(folder / f'paused{seed}')!r})" for seed in (0, 1)) + "]\n"
+        # a comprehension: rows' configs outside configs/ are read without running code (the
+        # resubmission compares its rows with this config), comprehensions computed
+        "custom_hooks = [dict(type='PKGHook')] + [dict(type='PauseAfterEpochOnRequestHook', "
+        f"epoch=1, seed=seed, request={str(folder)!r} + f'/pause{{seed}}', "
+        f"marker={str(folder)!r} + f'/paused{{seed}}') for seed in (0, 1)]\n"
         + ''.join(f'{name} = {value!r}\n' for name, value in loaders.items()))
     options = {f'{split}_dataloader.dataset': dict(tiny[f'{split}_dataset'], _delete_=True)
                for split in ('train', 'val', 'test')}

@@ -19,19 +19,18 @@ import argparse
 import sys
 from pathlib import Path
 
-import torch
-
-from vpn_plugin.datasets.features import row_seconds_problem
 from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, path_argument, tool_main
-from vpn_plugin.video.recipe import add_recipe_arguments, recipe_from_args
+from vpn_plugin.video.recipe import add_recipe_arguments, recipe_from_args, row_seconds_problem
 from vpn_plugin.errors import checked_device
+# torch and the extraction (vpn_plugin.video's torch modules) are imported after the arguments
+# are parsed (--help and refusals answer in ~0.1 s; tests/test_import_purity.py)
 
 LAUNCHERS = ('none', 'pytorch', 'slurm')
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('inputs', nargs='+', metavar='VIDEO_OR_DIR')
+    parser.add_argument('inputs', type=path_argument, nargs='+', metavar='VIDEO_OR_DIR')
     parser.add_argument('--out', type=path_argument,
                         required=True, help='folder of the feature files')
     parser.add_argument('--weights', type=path_argument, metavar='PTH',
@@ -54,6 +53,7 @@ def parse_args(argv=None):
 
 def distributed(launcher: str):
     """(rank, world size, device) of this process; initialises torch.distributed."""
+    import torch
     if launcher == 'none':
         return 0, 1, 'cuda' if torch.cuda.is_available() else 'cpu'
     from mmengine.dist import get_dist_info, init_dist
@@ -98,6 +98,7 @@ def main(argv=None):
     if args.random_weights and args.weights:
         raise ValueError('--weights and --random-weights exclude each other')
     import numpy as np
+    import torch
     import vpn_plugin.mm  # noqa: F401  (compat: CPU gloo, checkpoint loading)
     from vpn_plugin.apis.video import RANDOM_WEIGHTS_WARNING, load_s3d_for_tool
     from vpn_plugin.compat import shutdown_distributed
@@ -156,7 +157,7 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    from vpn_plugin.compat import exit_distributed_rank
     status = main()
+    from vpn_plugin.compat import exit_distributed_rank  # (torch: not for --help)
     exit_distributed_rank(status)
     sys.exit(status)

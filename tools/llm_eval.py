@@ -28,7 +28,8 @@ from pathlib import Path
 # vpn_plugin.mm (torch, OpenMMLab: compat + registries) is imported after the arguments are
 # parsed (--help and refusals answer in ~0.1 s; tests/test_import_purity.py)
 from vpn_plugin.data_paths import (PATH_VARIABLES, add_cfg_options, add_data_arguments,
-                                   data_path_args, load_config, row_config_path)
+                                   data_path_args, load_config, row_config_path,
+                                   row_options)
 from vpn_plugin.outputs import add_overwrite_argument, check_output, has_suffix
 from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, POSITIVE_FLOAT,
                                POSITIVE_INT, path_argument, seed_argument, text_argument,
@@ -295,7 +296,8 @@ def run_settings(args, num_windows: int, num_test_windows: int, examples=()) -> 
                 'limit': args.limit if num_windows < num_test_windows else None,
                 'sample_seed': args.seed, 'num_windows': num_windows,
                 'anchors_file': args.anchors_file, 'step_checkpoint': args.step_checkpoint,
-                'cfg_options': args.cfg_options or {}, 'example_draw': EXAMPLE_DRAW}
+                'cfg_options': row_options(args.cfg_options or {}),
+                'example_draw': EXAMPLE_DRAW}
     if settings['limit'] is not None:  # which windows a limit draws (core.stats.SAMPLE_DRAW)
         settings['sample_draw'] = SAMPLE_DRAW
     for name, folder in data_path_args(args).items():  # other data: other windows, another run

@@ -23,22 +23,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vpn_plugin.core.stats import AUTHORS_RESAMPLES, check_resamples  # noqa: E402
-from vpn_plugin.protocol.report import (CI_STYLES, DEFAULT_METRICS, build_table,  # noqa: E402
-                                         to_latex, to_markdown)
-from vpn_plugin.protocol.expected import (describe_row, expected_file,  # noqa: E402
-                                           missing_rows)
-from vpn_plugin.protocol.results import (filter_rows, mean_over_datasets,  # noqa: E402
-                                          read_results, rename_methods)
+from vpn_plugin.tool_choices import AUTHORS_RESAMPLES, CI_STYLES, DEFAULT_METRICS  # noqa: E402
 from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, at_least,  # noqa: E402
                                check_given_once,
                                path_argument, text_argument, tool_main, write_texts_atomically)
 from vpn_plugin.outputs import add_overwrite_argument, check_output, stem_files  # noqa: E402
+# the table and results readers (vpn_plugin.core, vpn_plugin.protocol: torch) are imported
+# after the arguments are parsed (--help and refusals answer in ~0.1 s;
+# tests/test_import_purity.py)
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('results', nargs='+', help='.jsonl/.json/.csv results files')
+    parser.add_argument('results', type=path_argument, nargs='+',
+                        help='.jsonl/.json/.csv results files')
     parser.add_argument('--metrics', nargs='+', default=list(DEFAULT_METRICS))
     parser.add_argument('--protocol', help='keep only rows of this protocol')
     parser.add_argument('--dataset', help='keep only rows of this dataset')
@@ -96,6 +94,7 @@ def output_files(args) -> tuple:
 def resamples_argument(text: str) -> int:
     """An argparse ``type``: a bootstrap K within the one bound (``stats.check_resamples``),
     written as every integer flag (``NON_NEGATIVE_INT``: ASCII digits, no ``_``)."""
+    from vpn_plugin.core.stats import check_resamples
     value = NON_NEGATIVE_INT(text)
     try:
         return check_resamples(value, 'K')
@@ -116,6 +115,10 @@ def latex_label(text: str) -> str:
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    from vpn_plugin.protocol.expected import missing_rows
+    from vpn_plugin.protocol.report import build_table, to_latex, to_markdown
+    from vpn_plugin.protocol.results import (filter_rows, mean_over_datasets, read_results,
+                                             rename_methods)
     for flag, given in (('--methods', args.methods), ('--metrics', args.metrics)):
         check_given_once(given, flag, 'the table would show it twice')
     files = output_files(args)
@@ -153,6 +156,7 @@ def main(argv=None):
 def split_missing(kept: list, missing: list, args) -> tuple:
     """(rows, missing rows) of the filtered ``kept``; without ``--allow-missing`` a missing
     row ends the report naming every one."""
+    from vpn_plugin.protocol.expected import describe_row, expected_file
     ids = {id(row) for row in missing}
     missing = [row for row in kept if id(row) in ids]
     rows = [row for row in kept if id(row) not in ids]

@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import functools
+import hashlib
 import json
 import os
 import re
@@ -409,14 +411,26 @@ def _own_values(file: str, content: bytes) -> dict:
 
 
 class Unread:
-    """A config value that is not read WITHOUT running code: only in the checks of a config
-    mmengine runs anyway (:func:`literal_assignments` with ``strict=False``); a config read
-    in :data:`LITERAL_SUBSET` (``strict``) never holds one: such a value is refused."""
+    """A config value that is not read WITHOUT running code (:data:`LITERAL_SUBSET`: a call of
+    a builtin, an attribute, a lambda inside a value, a value too large to compute here, or a
+    value computed from one of them): ``where`` says at which file:line and what
+    (``'x.py:5, a call of range'``). A row check that needs such a value refuses naming it
+    (``protocol.results``); any other is named in a note. ``UNREAD``: one without a place (the
+    checks of a config mmengine runs anyway, :func:`literal_assignments` with ``strict=False``)."""
+
+    def __init__(self, what: str = '', line=None, file=None):
+        self.what, self.line, self.file = what, line, file
+
+    @property
+    def where(self) -> str:
+        place = f'{self.file}:{self.line}' if self.file else f'line {self.line}'
+        return f'{place}, {self.what}' if self.what else place
 
     def __repr__(self) -> str:
-        return '<not a literal>'
+        return f'<not read without running the config: {self.where}>' if self.what \
+            else '<not a literal>'
 
-    def __deepcopy__(self, memo):  # one object: ``value is UNREAD`` holds in copies too
+    def __deepcopy__(self, memo):  # one object: the copies of a config name the same place
         return self
 
     def __copy__(self):
@@ -426,19 +440,78 @@ class Unread:
 UNREAD = Unread()
 
 
-class NotLiteral(ValueError):
-    """An expression :data:`LITERAL_SUBSET` does not compute (a subscript, a comprehension, a
-    condition...): refused naming file:line (``strict``), else the names its statement stores
-    are :data:`UNREAD`. ``line``: the expression's own line (:func:`_literal`)."""
-    line = None
-
-
 def _fully_read(value) -> bool:
     if isinstance(value, dict):
         return all(_fully_read(v) for v in value.values())
     if isinstance(value, (list, tuple)):
         return all(_fully_read(v) for v in value)
-    return value is not UNREAD
+    return not isinstance(value, Unread)
+
+
+class NeedsUnread(ValueError):
+    """A check needs a config value that is not read without running code (:class:`Unread`)."""
+
+
+def require_read(cfg, key: str, why: str) -> None:
+    """:class:`NeedsUnread` naming ``key`` (dotted), the value on its way that is not read
+    (file:line, construct) and ``why`` the check needs it; a key that is absent or under a
+    value that is no dict is left to the check."""
+    value, parts = cfg, key.split('.')
+    for depth in range(len(parts) + 1):
+        if isinstance(value, Unread):
+            name = '.'.join(parts[:depth])
+            raise NeedsUnread(f'{name} is not read without running the config '
+                              f'({value.where}){f", so neither is {key}" * (name != key)}, '
+                              f'which {why}; write it as a literal, or keep the config in the '
+                              "repository's configs/ folder")
+        if depth == len(parts) or not hasattr(value, 'get'):
+            return
+        value = value.get(parts[depth])
+
+
+def merge_over_unread(child: dict, base) -> dict:
+    """``child`` (a config's own values, or its options as nested dicts) with each dict it sets
+    over a base value that is not read (:class:`Unread`) replaced by that value: mmengine
+    merges the dict into whatever the run computes, unknown here (``_delete_=True``: the dict
+    itself)."""
+    out = {}
+    for key, value in child.items():
+        below = base.get(key) if isinstance(base, dict) else None
+        if isinstance(value, dict) and not value.get('_delete_'):
+            value = below if isinstance(below, Unread) else merge_over_unread(value, below)
+        out[key] = value
+    return out
+
+
+def options_over_unread(cfg, options: dict) -> dict:
+    """``options`` (dotted keys, mmengine's ``merge_from_dict``) without those set inside a
+    value of ``cfg`` that is not read or merged into one (:func:`merge_over_unread`): that
+    value stays :class:`Unread`."""
+    kept = {}
+    for key, value in options.items():
+        parts, node = key.split('.'), cfg
+        for part in parts[:-1]:
+            node = node.get(part) if hasattr(node, 'get') else node[int(part)] \
+                if isinstance(node, list) and part.isdigit() and int(part) < len(node) else None
+            if isinstance(node, Unread):
+                break
+        below = node.get(parts[-1]) if hasattr(node, 'get') else None
+        if not isinstance(node, Unread) and not (
+                isinstance(below, Unread) and isinstance(value, dict)
+                and not value.get('_delete_')):
+            kept[key] = value
+    return kept
+
+
+def unread_values(value, prefix: str = '') -> list:
+    """(dotted key, :class:`Unread`) of every value of ``value`` (a config's dict) not read
+    without running code, outermost first: ``[('custom_hooks', <...>)]``."""
+    if isinstance(value, Unread):
+        return [(prefix, value)]
+    items = value.items() if isinstance(value, dict) else enumerate(value) \
+        if isinstance(value, (list, tuple)) else ()
+    return [found for key, item in items
+            for found in unread_values(item, f'{prefix}.{key}' if prefix else str(key))]
 
 
 # The subset of Python a config outside the repository's configs/ folder is read in, WITHOUT
@@ -447,18 +520,25 @@ def _fully_read(value) -> bool:
 LITERAL_SUBSET = (
     'top-level statements: name = value (x = y = value, x, y = a, b), name: type = value (a '
     'type: a name, a text, list[...]-style or X | None), name += value (-= *= /= //=) on a '
-    'number or text, the one _base_ = [...] and docstrings; values: literals, lists, tuples, '
-    'dicts, dict(...)/list(...)/tuple(...) of them, names assigned earlier in the file, '
-    '_base_.x.y, {{_base_.x}} as a whole value, f-strings of texts and numbers, + - * / // of '
-    'numbers and + of texts, lists or tuples (a top-level lambda is left out, as mmengine '
-    'leaves it); any other expression is refused, never guessed')
+    'number or text, the one _base_ = [...] and docstrings; values, computed as Python '
+    'computes them (what Python refuses is refused with its words): literals, lists, tuples, '
+    'sets, dicts, comprehensions, dict(...)/list(...)/tuple(...), names assigned earlier in '
+    'the file, _base_.x.y, {{_base_.x}} as a whole value, f-strings, operators, comparisons, '
+    'and/or, conditions, subscripts, .items()/.keys()/.get()/.split()... of texts, lists and '
+    'dicts; not computed, so left unread (a check that needs the value refuses naming it, '
+    'a note names the others): a call of a builtin such as range() or len(), an attribute, a '
+    'lambda inside a value, a value too large to compute here, and what is computed from '
+    'one (a top-level lambda is left out, as mmengine leaves it); anything else (another '
+    'call, an import, if/for/try, a store into an object) is refused, never guessed')
 
 
 def literal_assignments(file: Path, base: dict | None = None, strict: bool = True) -> dict:
     """The top-level assignments of one config file (its bases not merged) read WITHOUT running
     its code, in :data:`LITERAL_SUBSET`: ``base`` is its bases' merged values (``_base_.x``,
-    ``{{_base_.x}}``). Anything else (another statement or expression, a call, a store into an
-    object, an import, a name not assigned earlier, ``{{$ENV:default}}``) is refused:
+    ``{{_base_.x}}``). A value is computed as Python computes it (what Python refuses is
+    refused), or :class:`Unread` naming its line and construct (a call of a builtin, an
+    attribute...). Anything else (another statement, a call that may change anything, a store
+    into an object, an import, a name not assigned earlier, ``{{$ENV:default}}``) is refused:
     ``ValueError`` naming file, line and the construct. ``strict=False`` (the checks of a
     config mmengine runs anyway): such a statement makes the names it stores :data:`UNREAD`
     instead, and every name set so far too when it may change them (:func:`_stores_only_names`).
@@ -473,14 +553,20 @@ def literal_assignments(file: Path, base: dict | None = None, strict: bool = Tru
         return {}  # {{$NAME:default}}: nothing of the file is known without the run
     base = base or {}
     names: dict = {} if file.suffix == '.py' else _safe_mapping(file, text)
-    for node in _parse_config(file, text, placeholders).body if file.suffix == '.py' else ():
+    tree = _parse_config(file, text, placeholders) if file.suffix == '.py' else None
+    for node in tree.body if tree else ():
         try:
             _read_statement(node, names, base)
         except ValueError as error:
             if strict:
+                line = getattr(error, 'line', None) or node.lineno
+                refused = isinstance(error, _Refused)
                 for key, name in placeholders.items():  # mmengine's text of {{_base_.x}}
                     error = str(error).replace(repr(key), f'{{{{_base_.{name}}}}}')
-                line = getattr(error, 'line', None) or node.lineno
+                if refused:  # computed as the run computes it: the run stops there
+                    raise ValueError(f'{file}:{line}: {error}; mmengine stops there too (the '
+                                     'config does not run): expected a config that runs'
+                                     ) from None
                 raise ValueError(f'{file}:{line}: {error}; a config outside the '
                                  "repository's configs/ folder is read without running its "
                                  f'code, in this subset: {LITERAL_SUBSET}. Write the value as '
@@ -488,19 +574,25 @@ def literal_assignments(file: Path, base: dict | None = None, strict: bool = Tru
                                  'folder') from None
             stored = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
                       and not isinstance(n.ctx, ast.Load)}
-            if isinstance(error, NotLiteral) or _stores_only_names(node):
+            if _stores_only_names(node):
                 names.update(dict.fromkeys(stored, UNREAD))  # e.g. an `if` of assignments
             else:  # a call, a store into an object, an import...: any name may have changed
                 names = {name: UNREAD for name in {*names, *stored}}
     names = {name: value for name, value in names.items()  # what mmengine keeps of them
              if name != '_base_' and name != '_deprecation_' and not name.startswith('__')
              and value is not FUNCTION}
+    for _, unread in unread_values(names):  # the values not read: at their file's line
+        unread.file = unread.file or (file if unread.what else None)
     from mmengine.config.config import RESERVED_KEYS
     reserved = sorted(set(names) & set(RESERVED_KEYS))
     if reserved:  # mmengine: KeyError "filename is reserved for config file"
         raise ValueError(f'{file}: {reserved[0]} is a name mmengine keeps for the config itself '
                          f'({", ".join(RESERVED_KEYS)}); expected another name')
-    return _with_placeholders(file, names, placeholders, base, strict)
+    spans = {name: (node.lineno, node.end_lineno)  # where each name was set last
+             for node in (tree.body if file.suffix == '.py' and placeholders else ())
+             for name in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+                          and not isinstance(n.ctx, ast.Load)}}
+    return _with_placeholders(file, names, placeholders, base, strict, (text, spans))
 
 
 def _stores_only_names(node) -> bool:
@@ -539,6 +631,7 @@ def _read_statement(node, names: dict, base: dict) -> None:
     """One top-level statement of :data:`LITERAL_SUBSET` into ``names`` (``ValueError``
     saying why when it is outside)."""
     import ast
+    _ITEMS_LEFT[0] = SIZE_BOUND
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
         return  # a docstring
     if isinstance(node, ast.Assign):
@@ -559,9 +652,9 @@ def _read_statement(node, names: dict, base: dict) -> None:
             raise ValueError(f'{node.target.id} is not assigned earlier in the file')
         current = names[node.target.id]
         if isinstance(current, (list, dict)):
-            raise ValueError(f'{node.target.id} {_SYMBOLS.get(type(node.op), "?")}= on a '
+            raise ValueError(f'{node.target.id} {_SYMBOLS.get(type(node.op).__name__, "?")}= on a '
                              f'{type(current).__name__}, which changes it in place')
-        names[node.target.id] = _literal_arithmetic(node.op, current,
+        names[node.target.id] = _literal_arithmetic(node, current,
                                                     _literal(node.value, names, base))
         return
     raise ValueError(f'a statement outside the subset ({type(node).__name__})')
@@ -628,8 +721,8 @@ def _bind_literal(target, value, names: dict) -> None:
         names[target.id] = value
     elif isinstance(target, (ast.Tuple, ast.List)) and all(
             isinstance(item, (ast.Name, ast.Tuple, ast.List)) for item in target.elts):
-        if value is UNREAD:
-            parts = [UNREAD] * len(target.elts)
+        if isinstance(value, Unread):
+            parts = [value] * len(target.elts)
         elif isinstance(value, (list, tuple)) and len(value) == len(target.elts):
             parts = value
         else:
@@ -641,78 +734,259 @@ def _bind_literal(target, value, names: dict) -> None:
 
 
 CONSTRUCTORS = {'dict': dict, 'list': list, 'tuple': tuple}  # the calls of the subset
+# builtins that change nothing when called on values (no attribute passed): their calls are
+# not computed, the value is left unread (any other call may run any code: refused)
+PURE_BUILTINS = frozenset((
+    'abs', 'all', 'any', 'bin', 'bool', 'chr', 'complex', 'divmod', 'enumerate', 'filter',
+    'float', 'format', 'frozenset', 'hex', 'int', 'isinstance', 'len', 'map', 'max', 'min',
+    'oct', 'ord', 'pow', 'range', 'repr', 'reversed', 'round', 'set', 'sorted', 'str', 'sum',
+    'zip'))
+# methods of texts, lists and dicts that change nothing and make nothing large: computed
+READ_METHODS = frozenset((
+    'items', 'keys', 'values', 'get', 'copy', 'count', 'index', 'upper', 'lower', 'strip',
+    'lstrip', 'rstrip', 'split', 'rsplit', 'join', 'startswith', 'endswith', 'title',
+    'capitalize'))
 SPREAD = object()  # the key of a ``**value`` item of a dict display
 TEXTS = (str, int, float, complex, bool, type(None), bytes)  # what an f-string prints as read
+SIZE_BOUND = 10 ** 6  # longer texts / lists and comprehensions of more items are not computed
+_ITEMS_LEFT = [SIZE_BOUND]  # the items the comprehensions of the statement read may still make
+DIGITS_BOUND = 4300  # Python's limit for writing an int as text (sys.get_int_max_str_digits)
+
+
+class _Refused(ValueError):
+    """What Python refuses when it computes an expression (its own words)."""
 
 
 def _literal(node, names: dict, base: dict):
-    """The value of expression ``node`` in :data:`LITERAL_SUBSET`; :class:`NotLiteral` for
-    an expression without calls that it does not compute (its line: the innermost such
-    expression's); ``ValueError`` for the rest (a call, a name not assigned earlier, what
-    Python refuses)."""
+    """The value of expression ``node`` read WITHOUT running code (:data:`LITERAL_SUBSET`),
+    computed as Python computes it on the values read: what Python refuses (``1 / 0``,
+    ``'abc'[5]``, ``'a' % 1``) is ``ValueError`` with its words; an :class:`Unread` for what
+    it does not compute (a call of a builtin, an attribute, a lambda inside a value, a value
+    too large, or a value computed from an unread one); ``ValueError`` for what may change or
+    run anything (another call, a walrus) and a name not assigned earlier."""
     try:
-        return _literal_value(node, names, base)
-    except NotLiteral as error:
-        error.line = error.line or getattr(node, 'lineno', None)
+        value = _literal_value(node, names, base)
+    except _Refused as error:
+        if getattr(error, 'line', None) is None:
+            error.line = getattr(node, 'lineno', None)
         raise
+    if isinstance(value, int) and not isinstance(value, bool) \
+            and value.bit_length() > DIGITS_BOUND * 3:
+        try:
+            str(value)
+        except ValueError as error:
+            raise _python_refuses(node, error, 'mmengine writes the config as text when it '
+                                               'runs') from None
+    return value
+
+
+def _python_refuses(node, error, why: str = '') -> ValueError:
+    import ast
+    refused = _Refused(f'{_construct(node)} ({ast.unparse(node)[:60]}): Python refuses it '
+                       f'({type(error).__name__}: {error}' + (f'; {why}' if why else '') + ')')
+    refused.line = getattr(node, 'lineno', None)
+    return refused
+
+
+def _python(node, function, *args):
+    """``function(*args)`` as Python computes it; what Python refuses is refused naming
+    ``node``."""
+    try:
+        return function(*args)
+    except (TypeError, ValueError, ArithmeticError, LookupError, RecursionError,
+            AttributeError) as error:
+        raise _python_refuses(node, error) from None
+
+
+def _not_computed(node, what: str) -> Unread:
+    return Unread(what, getattr(node, 'lineno', None))
+
+
+def _first_unread(*values):
+    return next((value for value in values if isinstance(value, Unread)), None)
 
 
 def _literal_value(node, names: dict, base: dict):
     import ast
+    import operator
     if isinstance(node, ast.Constant):
         return node.value
-    if isinstance(node, (ast.List, ast.Tuple)):
-        items = [_literal(item, names, base) for item in node.elts]
-        return items if isinstance(node, ast.List) else tuple(items)
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        items = _literal_items(node.elts, names, base)
+        if isinstance(items, Unread) or isinstance(node, ast.List):
+            return items
+        if isinstance(node, ast.Set) and _first_unread(*items):
+            return _first_unread(*items)
+        return tuple(items) if isinstance(node, ast.Tuple) else _python(node, set, items)
     if isinstance(node, ast.Dict):
-        return _literal_dict([(SPREAD if key is None else _literal(key, names, base),
-                               _literal(value, names, base))
-                              for key, value in zip(node.keys, node.values)])
+        return _literal_dict(node, [(SPREAD if key is None else _literal(key, names, base),
+                                     _literal(value, names, base))
+                                    for key, value in zip(node.keys, node.values)])
     if isinstance(node, ast.Call):
         return _literal_call(node, names, base)
     if isinstance(node, ast.BinOp):
-        return _literal_arithmetic(node.op, _literal(node.left, names, base),
+        return _literal_arithmetic(node, _literal(node.left, names, base),
                                    _literal(node.right, names, base))
     if isinstance(node, ast.Name):
         if node.id not in names:
             raise ValueError(f'{node.id} is not assigned earlier in the file')
         if names[node.id] is FUNCTION:
-            raise NotLiteral(f'{node.id}, a function, inside a value')
+            return _not_computed(node, f'a function ({node.id}) inside a value')
         return names[node.id]
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        value = _literal(node.operand, names, base)  # -6, +6, -True (ast.literal_eval reads them)
-        if isinstance(value, (int, float, complex)):
-            return -value if isinstance(node.op, ast.USub) else +value
-        _check_pure(node, names)
-        raise NotLiteral(f'{_SYMBOLS[type(node.op)]} of a {type(value).__name__}')
+    if isinstance(node, ast.UnaryOp):
+        value = _literal(node.operand, names, base)
+        ops = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
+               ast.Invert: operator.invert}
+        return value if isinstance(value, Unread) else _python(node, ops[type(node.op)], value)
+    if isinstance(node, ast.BoolOp):  # Python's: the first false (and) / true (or) operand
+        for part in node.values:
+            value = _literal(part, names, base)
+            if isinstance(value, Unread) or part is node.values[-1] \
+                    or _python(node, bool, value) == isinstance(node.op, ast.Or):
+                return value
+    if isinstance(node, ast.Compare):
+        return _literal_compare(node, names, base)
+    if isinstance(node, ast.IfExp):  # only the branch taken is computed, as Python does
+        test = _literal(node.test, names, base)
+        if isinstance(test, Unread):
+            _check_pure(node, names)
+            return test
+        return _literal(node.body if _python(node, bool, test) else node.orelse, names, base)
+    if isinstance(node, ast.Subscript):
+        value, index = _literal(node.value, names, base), _literal(node.slice, names, base)
+        return _first_unread(value, index) or _python(node, operator.getitem, value, index)
+    if isinstance(node, ast.Slice):
+        parts = [None if part is None else _literal(part, names, base)
+                 for part in (node.lower, node.upper, node.step)]
+        return _first_unread(*parts) or slice(*parts)
     if isinstance(node, ast.Attribute) and _root_name(node) == '_base_':
         return _base_value(node, base)
     if isinstance(node, ast.JoinedStr):
         return _literal_fstring(node, names, base)
+    if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp)):
+        return _literal_comprehension(node, names, base)
     if isinstance(node, ast.GeneratorExp):  # mmengine cannot copy one into a config
         _check_pure(node, names)
         raise ValueError('a generator expression as a value (mmengine refuses it: it cannot '
                          'copy a generator); expected a list [...]')
-    _check_pure(node, names)
-    raise NotLiteral(f'{_construct(node)} ({ast.unparse(node)[:60]}) is not read as a literal')
+    _check_pure(node, names)  # an attribute, a lambda inside a value: read by the run only
+    if isinstance(node, (ast.Attribute, ast.Lambda)):
+        return _not_computed(node, f'{_construct(node)} ({ast.unparse(node)[:40]})')
+    raise ValueError(f'{_construct(node)} ({ast.unparse(node)[:60]}), outside the subset')
+
+
+def _literal_items(elements: list, names: dict, base: dict):
+    """The items of a list / tuple / set display (``*x`` spread as Python spreads it); an
+    :class:`Unread` when a spread value is not read."""
+    import ast
+    items = []
+    for element in elements:
+        if not isinstance(element, ast.Starred):
+            items.append(_literal(element, names, base))
+            continue
+        value = _literal(element.value, names, base)
+        if isinstance(value, Unread):
+            return value
+        items += _python(element, list, value)
+    return items
+
+
+def _literal_compare(node, names: dict, base: dict):
+    """``a < b < c`` as Python computes it (each operand once, stopping at the first false)."""
+    import ast
+    import operator
+    ops = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+           ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_,
+           ast.IsNot: operator.is_not, ast.In: lambda a, b: a in b,
+           ast.NotIn: lambda a, b: a not in b}
+    left = _literal(node.left, names, base)
+    result = True
+    for op, right_node in zip(node.ops, node.comparators):
+        right = _literal(right_node, names, base)
+        if _first_unread(left, right):
+            _check_pure(node, names)
+            return _first_unread(left, right)
+        if isinstance(op, (ast.Is, ast.IsNot)) and not all(
+                value is None or isinstance(value, bool) for value in (left, right)):
+            return _not_computed(node, f'an identity comparison ({ast.unparse(node)[:40]})')
+        result = _python(node, ops[type(op)], left, right)
+        if not _python(node, bool, result):
+            return result
+        left = right
+    return result
+
+
+def _literal_comprehension(node, names: dict, base: dict):
+    """A list / set / dict comprehension computed as Python computes it over values read (the
+    first iterable in the file's names, the rest in the comprehension's own); an
+    :class:`Unread` when an iterable or a condition is not read or it runs over more than
+    :data:`SIZE_BOUND` items."""
+    import ast
+    import collections
+    out = []
+
+    class Unknown(Exception):
+        pass
+
+    def run(generators, scope):
+        generator = generators[0]
+        iterable = _literal(generator.iter, scope, base)
+        if isinstance(iterable, Unread):
+            raise Unknown(iterable)
+        for item in _python(node, list, iterable):
+            _ITEMS_LEFT[0] -= 1
+            if _ITEMS_LEFT[0] < 0:  # one bound for a statement's comprehensions together
+                raise Unknown(_not_computed(node, f'a comprehension of more than {SIZE_BOUND} '
+                                                  'items (not computed here)'))
+            inner = collections.ChainMap({}, scope)  # the comprehension's own names
+            _bind_literal(generator.target, item, inner)
+            for condition in generator.ifs:
+                test = _literal(condition, inner, base)
+                if isinstance(test, Unread):
+                    raise Unknown(test)
+                if not _python(condition, bool, test):
+                    break
+            else:
+                if len(generators) > 1:
+                    run(generators[1:], inner)
+                elif isinstance(node, ast.DictComp):
+                    out.append((_literal(node.key, inner, base), _literal(node.value, inner, base)))
+                else:
+                    out.append(_literal(node.elt, inner, base))
+
+    try:
+        run(node.generators, names)
+    except Unknown as unknown:
+        _check_pure(node, names)
+        return unknown.args[0]
+    if isinstance(node, ast.ListComp):
+        return out
+    if isinstance(node, ast.SetComp):
+        return _first_unread(*out) or _python(node, set, out)
+    return _literal_dict(node, out)
 
 
 def _literal_fstring(node, names: dict, base: dict) -> str:
-    """An f-string of texts and numbers (no conversion, no format spec)."""
+    """An f-string of texts and numbers (with a conversion or a format, as Python formats
+    them); one printing another value (a container) is :class:`Unread`."""
     import ast
     parts = []
     for part in node.values:
         if isinstance(part, ast.Constant):
             parts.append(part.value)
             continue
-        value = _literal(part.value, names, base) \
-            if part.conversion == -1 and part.format_spec is None else UNREAD
+        value = _literal(part.value, names, base)
+        spec = '' if part.format_spec is None else _literal(part.format_spec, names, base)
+        if _first_unread(value, spec):
+            return _first_unread(value, spec)
         if not isinstance(value, TEXTS):
             _check_pure(node, names)
-            raise NotLiteral(f'an f-string printing {ast.unparse(part.value)[:40]}'
-                             + ('' if value is UNREAD else f', a {type(value).__name__}')
-                             + ' (with a conversion, a format or a container: not read)')
-        parts.append(value)
+            return _not_computed(node, f'an f-string printing {ast.unparse(part.value)[:40]}, '
+                                       f'a {type(value).__name__}')
+        if re.search(r'\d{7}', spec):
+            return _not_computed(node, f'an f-string of width {spec} (not computed here)')
+        conversion = {-1: lambda v: v, 115: str, 114: repr, 97: ascii}[part.conversion]
+        parts.append(_python(node, format, conversion(value), spec))
     return ''.join(map(str, parts))
 
 
@@ -722,7 +996,9 @@ def _construct(node) -> str:
              ast.SetComp: 'a comprehension', ast.DictComp: 'a comprehension',
              ast.IfExp: 'a condition', ast.Compare: 'a comparison', ast.BoolOp: 'and/or',
              ast.UnaryOp: 'a unary operation', ast.Set: 'a set', ast.Starred: 'a starred item',
-             ast.Attribute: 'an attribute', ast.Lambda: 'a lambda inside a value'}
+             ast.Attribute: 'an attribute', ast.Lambda: 'a lambda inside a value',
+             ast.Call: 'a call', ast.JoinedStr: 'an f-string', ast.BinOp: 'an operation',
+             ast.Dict: 'a dict', ast.Slice: 'a slice', ast.Tuple: 'a tuple', ast.List: 'a list'}
     return words.get(type(node), f'an expression ({type(node).__name__})')
 
 
@@ -744,8 +1020,8 @@ def _base_value(node, base: dict):
         node = node.value
     value = base
     for depth, attr in enumerate(chain):
-        if value is UNREAD:
-            return UNREAD
+        if isinstance(value, Unread):
+            return value
         if not isinstance(value, dict) or attr not in value:
             raise ValueError(f'_base_.{".".join(chain[:depth + 1])} is no value of its _base_ '
                              'files')
@@ -755,7 +1031,8 @@ def _base_value(node, base: dict):
 
 def _check_pure(node, names: dict) -> None:
     """``ValueError`` unless expression ``node`` cannot change anything: no call but the
-    constructors, no walrus, every name assigned earlier or bound inside it."""
+    constructors and :data:`PURE_BUILTINS` (given no attribute), no walrus, every name
+    assigned earlier or bound inside it."""
     import ast
     inner = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
              and not isinstance(n.ctx, ast.Load)}
@@ -764,11 +1041,8 @@ def _check_pure(node, names: dict) -> None:
                         *filter(None, (n.args.vararg, n.args.kwarg))]}
     called = set()  # the constructors' own names
     for part in ast.walk(node):
-        if isinstance(part, ast.Call) and not (
-                isinstance(part.func, ast.Name) and part.func.id in CONSTRUCTORS
-                and part.func.id not in names):
-            raise ValueError(f'a call ({ast.unparse(part.func)[:60]}), which may run any code')
         if isinstance(part, ast.Call):
+            _check_callable(part, names)
             called.add(id(part.func))
         if isinstance(part, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)):
             raise ValueError(f'a {type(part).__name__} expression, which sets or runs code')
@@ -778,33 +1052,73 @@ def _check_pure(node, names: dict) -> None:
             raise ValueError(f'{part.id} is not assigned earlier in the file')
 
 
+def _check_callable(node, names: dict) -> None:
+    """``ValueError`` unless call ``node`` changes nothing: a constructor or one of
+    :data:`PURE_BUILTINS` not rebound by the file, or a top-level lambda, given no attribute
+    (a method such as ``x.append`` passed to ``map`` changes ``x``)."""
+    import ast
+    if isinstance(node.func, ast.Attribute) and node.func.attr in READ_METHODS:
+        return
+    name = node.func.id if isinstance(node.func, ast.Name) else None
+    if name in names and names[name] is not FUNCTION:
+        raise ValueError(f'a call of {name}, a {type(names[name]).__name__} (Python refuses '
+                         'it: not callable)')
+    if name not in names and name not in {*CONSTRUCTORS, *PURE_BUILTINS}:
+        raise ValueError(f'a call ({ast.unparse(node.func)[:60]}), which may run any code')
+    passed = [part for argument in [*node.args, *node.keywords] for part in ast.walk(argument)
+              if isinstance(part, ast.Attribute) and _root_name(part) != '_base_']
+    if passed:
+        raise ValueError(f'a call of {name} given an attribute ({ast.unparse(passed[0])[:40]}), '
+                         'which may run any code')
+
+
 def _literal_call(node, names: dict, base: dict):
     """``dict(...)``, ``list(x)``, ``tuple(x)`` (builtins the file did not rebind) of values
-    read, called as Python calls them (a call Python refuses is refused with its words); any
-    other call is refused: it may run any code."""
+    read, called as Python calls them (a call Python refuses is refused with its words); a
+    call of one of :data:`PURE_BUILTINS` or a top-level lambda is :class:`Unread` (its
+    arguments are computed first); any other call is refused: it may run any code."""
     import ast
-    name = node.func.id if isinstance(node.func, ast.Name) else None
-    if name not in CONSTRUCTORS or name in names:
-        raise ValueError(f'a call ({ast.unparse(node.func)[:60]}), which may run any code')
-    args = [_literal(arg, names, base) for arg in node.args]
+    _check_callable(node, names)
+    method = isinstance(node.func, ast.Attribute)
+    name = node.func.attr if method else node.func.id
+    owner = _literal(node.func.value, names, base) if method else None
+    args = _literal_items(node.args, names, base)
     keywords = {}
     for item in node.keywords:
         value = _literal(item.value, names, base)
+        if isinstance(value, Unread) and item.arg is None:
+            args = value
+            continue
         if item.arg is None and not isinstance(value, dict):
-            raise ValueError(f'{name}(**{value!r}) (Python refuses it: not a mapping)')
+            raise _python_refuses(node, TypeError(f'{name}(**{value!r}): not a mapping'))
         for key, part in (value.items() if item.arg is None else [(item.arg, value)]):
             if not isinstance(key, str) or key in keywords:
-                raise ValueError(f'{name}() gets the key {key!r} '
-                                 + ('twice' if key in keywords else 'through ** (not a text)')
-                                 + ' (Python refuses this call): expected each key once, '
-                                 'as a text')
+                raise _Refused(f'{name}() gets the key {key!r} '
+                               + ('twice' if key in keywords else 'through ** (not a text)')
+                               + ' (Python refuses this call): expected each key once, '
+                               'as a text')
             keywords[key] = part
-    if not _fully_read([args, keywords]):  # strict=False only: a value not read
-        raise NotLiteral(f'{name}() of a value not read')
+    if method:  # a method of READ_METHODS on a text, list or dict read: computed
+        unread = _first_unread(owner, args) or next(
+            (found for _, found in unread_values([args, keywords])), None)
+        if unread:
+            return unread
+        function = _python(node, getattr, owner, name)  # (5).split: Python refuses it
+        if type(owner) not in (str, bytes, list, tuple, dict, set):
+            return _not_computed(node, f'a call of .{name} of a {type(owner).__name__}')
+        return _python(node, function, *args, **keywords)
+    if name not in CONSTRUCTORS or name in names:
+        return _not_computed(node, f'a call of {name}')
+    if isinstance(args, Unread):
+        return args
+    unread = next((found for _, found in unread_values(args)), None) \
+        if name == 'dict' else _first_unread(*args)
+    if unread:
+        return unread
     try:
         return CONSTRUCTORS[name](*args, **keywords)
     except (TypeError, ValueError) as error:
-        raise ValueError(f'{ast.unparse(node)[:60]} (Python refuses it: {error})') from None
+        raise _Refused(f'{ast.unparse(node)[:60]} (Python refuses it: {error})') from None
 
 
 def config_text(file: Path) -> tuple:
@@ -869,11 +1183,12 @@ ENVIRONMENT_PLACEHOLDER = re.compile(r'\{\{[\'"]?\s*\$(\w+)\s*:\s*(\S*?)\s*[\'"]
 
 
 def _with_placeholders(file: Path, values: dict, placeholders: dict, base: dict,
-                       strict: bool) -> dict:
+                       strict: bool, source=('', {})) -> dict:
     """``values`` with each whole placeholder value replaced by its ``_base_`` value
     (mmengine's ``Config._substitute_base_vars``); a placeholder left inside a text (``'{{
-    _base_.x}}/y'``, ``{{_base_.x}} * 2``: mmengine's run gets that text) is refused
-    (``strict=False``: unread)."""
+    _base_.x}}/y'``, ``{{_base_.x}} * 2``: mmengine's run gets that text) is refused naming
+    the line (``source``: the text read and the lines of each name's last statement;
+    ``strict=False``: unread)."""
     from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     if not placeholders:
@@ -888,7 +1203,13 @@ def _with_placeholders(file: Path, values: dict, placeholders: dict, base: dict,
                          f': no such value in its _base_ files ({error})') from None
     for name, value in values.items():
         if _holds_placeholder(value, placeholders):
-            raise ValueError(f'{file}: {name}: uses {{{{_base_.x}}}} inside a text or an '
+            held = [key for key in placeholders if _holds_placeholder(value, {key: None})]
+            first, last = source[1].get(name, (1, None))
+            line = next((number for number, written in enumerate(
+                source[0].splitlines()[first - 1:last], first)
+                if any(key in written for key in held)), None)
+            raise ValueError(f'{file}{f":{line}" if line else ""}: {name}: uses '
+                             f'{{{{_base_.{placeholders[held[0]]}}}}} inside a text or an '
                              'expression, where mmengine leaves its placeholder text (it '
                              'replaces only a whole value): expected _base_.x')
     return values
@@ -925,48 +1246,84 @@ def _safe_mapping(file: Path, text: str | None = None) -> dict:
     return loaded
 
 
-LITERAL_NUMBER_BOUND = 10 ** 18  # larger operands are not computed (a chain of products)
 _SYMBOLS = {'Add': '+', 'Sub': '-', 'Mult': '*', 'Div': '/', 'FloorDiv': '//', 'Mod': '%',
             'Pow': '**', 'LShift': '<<', 'RShift': '>>', 'BitOr': '|', 'BitXor': '^',
             'BitAnd': '&', 'MatMult': '@', 'USub': '-', 'UAdd': '+'}
+BITS_BOUND = 10 ** 5  # an int of more bits has over 4300 digits: not computed, refused
 
 
-def _literal_arithmetic(op, left, right):
-    """``left op right`` as Python computes it, for numbers (+ - * / //, bools too) and ``+``
-    of two texts, lists or tuples; an operation Python refuses (``1 / 0``) is refused with its
-    words; any other operation is :class:`NotLiteral`."""
+def _literal_arithmetic(node, left, right):
+    """``left op right`` of :class:`ast.BinOp` (or ``ast.AugAssign``) ``node`` as Python
+    computes it on values read; what Python refuses (``1 / 0``, ``'a' % 1``) is refused
+    with its words, an int of over 4300 digits too (Python does not write it as text, as
+    mmengine does with the config); a text or list longer than :data:`SIZE_BOUND` is
+    :class:`Unread`."""
+    import ast
     import operator
-    symbol = _SYMBOLS.get(type(op).__name__, type(op).__name__)
+    unread = _first_unread(left, right)
+    if unread:
+        return unread
+    name = type(node.op).__name__
+    symbol = f'{type(left).__name__} {_SYMBOLS[name]} {type(right).__name__}'
+    written = (f'{ast.unparse(node.target)} {_SYMBOLS[name]}= {ast.unparse(node.value)}'
+               if isinstance(node, ast.AugAssign) else ast.unparse(node))[:60]
+    sizes = [len(value) if isinstance(value, (str, bytes, list, tuple)) else None
+             for value in (left, right)]
+    counts = [value if type(value) is int else None for value in (left, right)]
+    if (name == 'Add' and None not in sizes and sum(sizes) > SIZE_BOUND
+            or name == 'Mult' and any(size is not None and count is not None and size * count
+                                      > SIZE_BOUND for size, count in zip(sizes, counts[::-1]))
+            or name == 'Mod' and isinstance(left, (str, bytes))
+            and re.search(rb'\d{7}|\*' if isinstance(left, bytes) else r'\d{7}|\*', left)):
+        return _not_computed(node, f'{symbol} ({written}), too large to compute here')
+    grown = max(sizes[0] or 0, sizes[1] or 0) * (max(counts[0] or 1, counts[1] or 1)
+                                                 if name == 'Mult' else 2)
+    _ITEMS_LEFT[0] -= grown if name in ('Add', 'Mult') and sizes != [None, None] else 0
+    if _ITEMS_LEFT[0] < 0:  # texts / lists a statement builds together
+        return _not_computed(node, f'{symbol} ({written}), too large to compute here')
+    if None not in counts and _int_bits(name, *counts) > BITS_BOUND:
+        raise _Refused(f'{symbol} ({written}): Python refuses it (a number of more than '
+                       f'{DIGITS_BOUND} digits, which Python does not write as text, and '
+                       'mmengine writes the config as text when it runs)')
     ops = {'Add': operator.add, 'Sub': operator.sub, 'Mult': operator.mul,
-           'Div': operator.truediv, 'FloorDiv': operator.floordiv}
-    numbers = all(isinstance(value, (int, float, complex)) and abs(value) <= LITERAL_NUMBER_BOUND
-                  for value in (left, right))
-    joined = symbol == '+' and type(left) is type(right) and isinstance(left, (str, list, tuple))
-    if not (numbers and type(op).__name__ in ops or joined):
-        big = any(isinstance(value, (int, float, complex)) and abs(value) > LITERAL_NUMBER_BOUND
-                  for value in (left, right))
-        raise NotLiteral(f'{type(left).__name__} {symbol} {type(right).__name__} is not read as '
-                         'a literal' + (' (a number beyond 10**18 is not computed)' * big))
+           'Div': operator.truediv, 'FloorDiv': operator.floordiv, 'Mod': operator.mod,
+           'Pow': operator.pow, 'LShift': operator.lshift, 'RShift': operator.rshift,
+           'BitOr': operator.or_, 'BitXor': operator.xor, 'BitAnd': operator.and_,
+           'MatMult': operator.matmul}
     try:
-        return ops[type(op).__name__](left, right)
-    except (ArithmeticError, TypeError) as error:  # 1 / 0, 1j // 2
-        raise ValueError(f'{left!r} {symbol} {right!r} (Python refuses it: {error})') from None
+        return ops[name](left, right)
+    except (ArithmeticError, TypeError, ValueError) as error:  # 1 / 0, 'a' % 1, 1 << -1
+        raise _Refused(f'{symbol} ({written}): Python refuses it ({type(error).__name__}: '
+                       f'{error})') from None
 
 
-def _literal_dict(items: list) -> dict:
+def _int_bits(name: str, left: int, right: int) -> int:
+    """A lower bound of the bits of ``left op right`` for the operations that grow ints."""
+    if name == 'Mult' and left and right:
+        return left.bit_length() + right.bit_length() - 1
+    if name == 'Pow' and right > 0 and abs(left) > 1:
+        return (abs(left).bit_length() - 1) * right + 1
+    if name == 'LShift' and left and right > 0:
+        return left.bit_length() + right
+    return 0
+
+
+def _literal_dict(node, items: list):
     """A dict of (key, value) pairs built as Python builds a dict display; key :data:`SPREAD`
-    = ``**value``. What Python refuses (an unhashable key, ``**`` of no mapping) is refused."""
+    = ``**value``. What Python refuses (an unhashable key, ``**`` of no mapping) is refused;
+    a key or a ``**`` value not read makes it :class:`Unread`."""
     out = {}
     for key, value in items:
-        if key is SPREAD and value is UNREAD or key is UNREAD:
-            raise NotLiteral('a dict of a value not read')  # strict=False only
+        unread = _first_unread(key, value if key is SPREAD else None)
+        if unread:
+            return unread
         if key is SPREAD and not isinstance(value, dict):
-            raise ValueError(f'{{**{value!r}}} (Python refuses it: a {type(value).__name__} is '
-                             'not a mapping)')
+            raise _Refused(f'{{**{value!r}}} (Python refuses it: a {type(value).__name__} is '
+                           'not a mapping)')
         try:
             out.update(value) if key is SPREAD else out.__setitem__(key, value)
         except TypeError as error:  # {[1]: 2}
-            raise ValueError(f'the dict key {key!r} (Python refuses it: {error})') from None
+            raise _Refused(f'the dict key {key!r} (Python refuses it: {error})') from None
     return out
 
 
@@ -1001,7 +1358,8 @@ def literal_config(path, chain: tuple = ()) -> dict:
         base.update(values)
         source.update((key, file) for key in values)
     try:
-        return Config._merge_a_into_b(literal_assignments(path, base), base)
+        return Config._merge_a_into_b(merge_over_unread(literal_assignments(path, base), base),
+                                      base)
     except TypeError as error:  # mmengine: a dict set over a base's non-dict
         raise ValueError(f'{path}: {inherit_error_text(error)}; expected a dict over a base '
                          "dict, or `_delete_=True` in the dict to replace the base's value") \
@@ -1068,13 +1426,27 @@ def row_config_path(path) -> str:
         return str(absolute)
 
 
+def row_options(cfg_options):
+    """``--cfg-options`` as a results row records them (part of its identity): each text
+    naming an existing file or folder written as :func:`row_config_path` writes it
+    (``tiny/../tiny/x.json``, ``./x.json`` and its absolute path are one option), in lists
+    and dicts too; any other value as given."""
+    if isinstance(cfg_options, dict):
+        return {key: row_options(value) for key, value in cfg_options.items()}
+    if isinstance(cfg_options, (list, tuple)):
+        return type(cfg_options)(row_options(value) for value in cfg_options)
+    if isinstance(cfg_options, str) and cfg_options.strip() and os.path.exists(cfg_options):
+        return row_config_path(cfg_options)
+    return cfg_options
+
+
 def read_config_safely(path):
     """A config's values for a reader of someone else's files (a results row names its config):
     a config that, with every ``_base_`` file, lies in this repository's ``configs/`` is read
     by mmengine (:func:`read_config_file`, its code run); any other is read WITHOUT running its
     code, in :data:`LITERAL_SUBSET` (:func:`literal_config`: a config outside it is refused
-    naming file, line and construct: every value is read), so a results file from elsewhere
-    runs no code of a config it names. A ``mmengine.Config``."""
+    naming file, line and construct; a value it does not compute is :class:`Unread`), so a
+    results file from elsewhere runs no code of a config it names. A ``mmengine.Config``."""
     from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     check_config_file(path)
@@ -1284,11 +1656,76 @@ def inherit_error_text(error: TypeError) -> str:
             f'{"None" if kind == "NoneType" else "a " + kind}')
 
 
+def config_files(config: str) -> list:
+    """``[(file, bytes)]`` of ``config`` and of every file of its ``_base_`` chain (absolute
+    paths as named, ``config`` first, each once; a base that does not exist left out: its
+    reader names it). Only the bytes are read each time; a file's bases are parsed once per
+    content of that file (:func:`_base_files`)."""
+    found, todo, seen = [], [os.path.abspath(config)], set()
+    while todo:
+        file = todo.pop(0)
+        if file in seen or (seen and not os.path.isfile(file)):  # (config itself: its error)
+            continue
+        seen.add(file)
+        with open(file, 'rb') as handle:
+            data = handle.read()
+        found.append((file, data))
+        todo += _base_files(file, hashlib.sha256(data).hexdigest())
+    return found
+
+
+def config_content(config: str, files=None) -> str:
+    """A digest of the bytes of ``config`` and of every file of its ``_base_`` chain
+    (:func:`config_files`, or ``files`` when given): the key of what is remembered of a
+    config, not a file's time stamp and size (a config or base edited during a long run, or
+    rewritten keeping its size and time, is read anew)."""
+    digest = hashlib.sha256()
+    for file, data in config_files(config) if files is None else files:
+        digest.update(file.encode() + b'\0' + data + b'\0')
+    return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=1024)
+def _base_files(file: str, content: str) -> list:
+    """The ``_base_`` files of ``file`` (of that ``content``) as a run reads them
+    (:func:`config_bases`); [] when they cannot be read (its reader names what is wrong)."""
+    try:
+        return [str(base) for base in config_bases(Path(file))]
+    except (UnicodeDecodeError, SyntaxError, ValueError, OSError, AttributeError):
+        return []
+
+
 def read_config_file(path):
     """``mmengine.Config.fromfile(path)`` with its failures naming the file: ``path`` not a
     regular file, a syntax error (in it or in one of its ``_base_`` files: which one, line),
     a ``_base_`` file that does not exist. A symbolic link is read as the file it points to
-    (its ``_base_`` paths are relative to that file, as :func:`config_chain` reads them)."""
+    (its ``_base_`` paths are relative to that file, as :func:`config_chain` reads them).
+
+    A config of this repository (it and every ``_base_`` file in :data:`REPOSITORY_CONFIGS`,
+    no ``{{$ENV}}`` reference: its result is a function of those bytes and paths) is parsed
+    once per content of its chain (:func:`config_content`, ``path`` as given): a protocol,
+    its dry run, a test suite read the same configs again (~50 ms CPU each, ~1 ms so); each
+    caller gets its own copy."""
+    source = os.path.realpath(path) if Path(path).is_symlink() else str(path)
+    try:
+        files = config_files(source)
+    except OSError:  # unreadable: the reader below names it
+        files = []
+    if files and all(Path(os.path.realpath(file)).is_relative_to(REPOSITORY_CONFIGS)
+                     and not ENVIRONMENT_PLACEHOLDER.search(data.decode('utf-8', 'replace'))
+                     for file, data in files):
+        return copy.deepcopy(_repository_config(str(path), config_content(source, files)))
+    return _read_config_file(path)
+
+
+@functools.lru_cache(maxsize=256)
+def _repository_config(path: str, content: str):
+    """:func:`_read_config_file` of ``path`` once per ``content`` (callers copy it)."""
+    return _read_config_file(path)
+
+
+def _read_config_file(path):
+    """:func:`read_config_file`, read now."""
     from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     check_config_file(path)

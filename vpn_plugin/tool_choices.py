@@ -26,5 +26,13 @@ WINDOW_LAYOUTS = {
     'custom': dict(fields=('vid', 'task'), prefix=''),
 }
 
+# vpn_plugin.core.stats: the authors' bootstrap resamples K (calculate_results.py:
+# bootstrap(..., n_iterations=1000)); vpn_plugin.protocol.report: the metrics of a table when
+# none are asked, and what the number after ± is (width: the paper's p95 - p5; half-width:
+# (p95 - p5) / 2)
+AUTHORS_RESAMPLES = 1000
+DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
+CI_STYLES = ('width', 'half-width')
+
 # vpn_plugin.protocol.official: the methods with a comparison plug-in
 OFFICIAL_METHODS = ('schema', 'pdpp', 'kepp', 'cefito')

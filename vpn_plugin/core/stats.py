@@ -20,9 +20,9 @@ from typing import Annotated, Optional, Tuple
 import numpy as np
 
 from ..config_types import Count, Range, Seed, checked_arguments
+from ..tool_choices import AUTHORS_RESAMPLES  # noqa: F401  (calculate_results.py's K)
 
 AUTHORS_SEED = 42          # calculate_results.py: random.seed(42)
-AUTHORS_RESAMPLES = 1000   # calculate_results.py: bootstrap(..., n_iterations=1000)
 # The one rule of every table and figure: fewer seeds give the mean only, no interval and no
 # significance mark (two seeds' "bootstrap interval" is two points: at most 3 distinct means)
 MIN_SEEDS_FOR_CI = 3

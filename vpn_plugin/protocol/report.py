@@ -48,7 +48,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-import typing
 from dataclasses import asdict, dataclass, field
 from typing import Literal, Optional
 
@@ -58,15 +57,16 @@ from vpn_plugin.core.stats import AUTHORS_RESAMPLES, AUTHORS_SEED, MIN_SEEDS_FOR
     ConfidenceLevel, bootstrap_difference, check_resamples, seed_interval, shows_ci
 from vpn_plugin.config_types import Count, NonNegativeInt, Seed, checked_arguments
 from vpn_plugin.errors import check_names
+from vpn_plugin.tool_choices import CI_STYLES, DEFAULT_METRICS
 from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, feature_marks,
                          features_note)
 from vpn_plugin.outputs import (LINE_BREAK, REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER,
                                 markdown_row, markdown_text, money_text)
 from .results import (AVERAGED_DATASETS, METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK,
                       ResultRow, caveat_lines, check_rows_match_configs, config_file, renamed,
-                      identity_text, row_from_dict, row_source, shortened_reason)
+                      identity_text, row_from_dict, row_source, settings_identity,
+                      shortened_reason)
 
-DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
 # what the rows pooled in one cell must share (besides method, dataset and test horizon)
 CELL_IDENTITY = ('protocol', 'config', 'train_horizon', 'variant', 'settings', 'pkg_source',
                  'params', 'selection', 'shortened')
@@ -74,8 +74,7 @@ CELL_IDENTITY = ('protocol', 'config', 'train_horizon', 'variant', 'settings', '
 # the sample seed is the row's seed; a step model may be trained per seed; and the seed of
 # settings.pretrained, the pre-training stage each seed runs)
 PER_SEED_SETTINGS = ('sample_seed', 'step_checkpoint', 'anchors_file')
-CIStyle = Literal['width', 'half-width']
-CI_STYLES = typing.get_args(CIStyle)  # width: the paper's p95 - p5; half-width: (p95 - p5) / 2
+CIStyle = Literal[CI_STYLES]  # width: the paper's p95 - p5; half-width: (p95 - p5) / 2
 TEST_SET_PKG_MARK = '§'
 STAND_IN_MARK = '‡'
 MISSING_MARK = '¶'
@@ -310,13 +309,34 @@ def _missing_descriptions(missing, methods) -> list:
 
 
 def caveats_of(rows) -> dict:
-    """method -> {kind: sorted lines} of the rows' caveats (any seed's)."""
-    found = {}
+    """method -> {kind: sorted lines} of the rows' caveats; a line that only some of the
+    method's rows hold names them (``'... (seed 1)'``, ``'... (seeds 0, 2 at T=3)'``: the
+    mark beside the method is not on all its seeds)."""
+    found, every = {}, {}
     for row in rows:
+        every.setdefault(row.method, []).append(row)
         for kind, lines in caveat_lines(row).items():
-            found.setdefault(row.method, {}).setdefault(kind, set()).update(lines)
-    return {method: {kind: sorted(lines) for kind, lines in kinds.items()}
+            for line in lines:
+                found.setdefault(row.method, {}).setdefault(kind, {}).setdefault(
+                    line, []).append(row)
+    return {method: {kind: sorted(line + _rows_named(held, every[method])
+                                  for line, held in lines.items())
+                     for kind, lines in kinds.items()}
             for method, kinds in found.items()}
+
+
+def _rows_named(held: list, every: list) -> str:
+    """'' when ``held`` are all the rows ``every`` of a method; else which seeds they are
+    (with the horizon / dataset when the method's rows have several)."""
+    if len({id(row) for row in held}) == len(every):
+        return ''
+    cells = {}
+    several = [len({getattr(row, name) for row in every}) > 1 for name in ('horizon', 'dataset')]
+    for row in held:
+        cell = (f' at T={row.horizon}' * several[0]) + (f' on {row.dataset}' * several[1])
+        cells.setdefault(cell, set()).add(row.seed)
+    return ' (' + '; '.join(f'seed{"s" * (len(seeds) > 1)} {", ".join(map(str, sorted(seeds)))}'
+                            f'{cell}' for cell, seeds in sorted(cells.items())) + ')'
 
 
 def _stand_ins(rows, methods) -> dict:
@@ -416,7 +436,7 @@ def check_one_run_per_cell(rows, free_variant=()) -> None:
 def _identity_value(row: ResultRow, name: str, free_variant=()) -> str:
     value = getattr(row, name)
     if name == 'settings':
-        value = {k: v for k, v in value.items() if k not in PER_SEED_SETTINGS}
+        value = {k: v for k, v in settings_identity(value).items() if k not in PER_SEED_SETTINGS}
         if isinstance(value.get('pretrained'), dict):  # a pre-training stage runs per seed
             value['pretrained'] = {k: v for k, v in value['pretrained'].items() if k != 'seed'}
     if name == 'variant':

@@ -124,6 +124,7 @@ import contextlib
 import csv
 import dataclasses
 import functools
+import hashlib
 import io
 import json
 import os
@@ -189,7 +190,19 @@ class ResultRow:
         """Identity of a run (module docstring): resuming and replacing rows compare it."""
         return (self.protocol, self.dataset, self.method, self.config, self.seed,
                 self.horizon, self.train_horizon, identity_text(self.variant),
-                identity_text(self.settings))
+                identity_text(settings_identity(self.settings)))
+
+
+def settings_identity(settings: dict) -> dict:
+    """A row's ``settings`` as identities compare them: an LLM run's ``base_url`` as the
+    reply cache keys its endpoint (``baselines.llm.backends.cache_endpoint``: without the
+    port, host in lower case), so that a server restarted on another port, whose replies the
+    cache serves, is the same row."""
+    url = (settings or {}).get('base_url')
+    if not isinstance(url, str) or not url:
+        return settings
+    from vpn_plugin.baselines.llm.backends import cache_endpoint
+    return {**settings, 'base_url': cache_endpoint(url)}
 
 
 def identity_text(value) -> str:
@@ -830,7 +843,8 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
     looked up from the current folder, then from the repository (where the protocol runner
     writes them from); the configs found in neither are named on stderr with their rows' count
     (not compared, never silently)."""
-    unfound = {}
+    from vpn_plugin.data_paths import NeedsUnread
+    unfound, unread_configs = {}, {}
     replacing = {replaced_identity(row): row for row in rows}
     replacing.pop(None, None)
     for row in rows:
@@ -852,13 +866,18 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
                 unfound.setdefault(row.config, []).append(row)
             continue
         try:
-            facts = _config_facts(path, json.dumps(options, sort_keys=True, default=str))
+            facts = _config_facts(*_config_key(path), json.dumps(options, sort_keys=True,
+                                                                 default=str))
+        except NeedsUnread as error:
+            raise ValueError(f'{where}: {error}') from None
         except Exception as error:  # the config (or the row's cfg_options on it) does not load
             raise ValueError(f'{where} (with its settings.cfg_options {options}), which does not '
                              f'load to compare the row with it: {type(error).__name__}: '
                              f'{" ".join(str(error).split()) or "no message"}; fix the row or '
                              'the config') from error
-        horizon, test_horizon, dataset = facts
+        horizon, test_horizon, dataset, unread = facts
+        if unread:
+            unread_configs.setdefault(path, (row.config, unread, []))[2].append(row)
         read = ('' if Path(row.config).is_absolute()  # which file a relative path found
                 else f' (the config file read: {Path(path).resolve()})')
         trained = row.train_horizon if row.train_horizon is not None else row.horizon
@@ -884,11 +903,26 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
                                 'train_horizon: null until 2026-11-28, needs train_horizon: '
                                 f'{horizon})' if row.train_horizon is None and not row.params
                                 else '') + read)
+        if test_horizon is not None and row.horizon != test_horizon \
+                and row.train_horizon in (None, row.horizon):
+            raise ValueError(f'{where}, whose test windows are of test_horizon = {test_horizon}'
+                             f' (horizon = {horizon}), but the row says it was tested at '
+                             f'T={row.horizon}, its training horizon: a row of another run or '
+                             'an edited one (a test at another horizon than its config\'s '
+                             'records test_horizon in settings.cfg_options, as '
+                             'tools/run_protocol.py does); fix its config or its horizon' + read)
         if dataset and visible_name(row.dataset).lower() in ROW_DATASETS \
                 and visible_name(row.dataset).lower() != dataset:
             raise ValueError(f'{where}, whose test data is {dataset!r}, but the row says '
                              f'dataset={row.dataset!r}: a row of another run or an edited '
                              'one; fix its config or its dataset' + read)
+    for config, unread, found in unread_configs.values():
+        listed = '; '.join(f'{key} ({place})' for key, place in unread[:5])
+        more = f'; and {len(unread) - 5} more' if len(unread) > 5 else ''
+        print(f'note: {config} (named by {len(found)} results row{"s" * (len(found) > 1)}, '
+              f'e.g. {row_source(found[0]) or repr(found[0].method)}): not read without '
+              f'running the config: {listed}{more}; not checked that it runs (the values the '
+              'rows are compared with are read)', file=sys.stderr)
     if unfound:
         listed = '; '.join(f'{config} ({len(found)} row{"s" * (len(found) > 1)}, e.g. '
                            f'{row_source(found[0]) or repr(found[0].method)})'
@@ -916,16 +950,38 @@ def config_file(config: str):
     return next((str(path.absolute()) for path in candidates if path.is_file()), None)
 
 
+def _config_key(path: str) -> tuple:
+    """(the file read, a digest of its bytes) of a row's config file (:func:`config_file`): the
+    key of its facts, one read however the rows spell it (``./x.py``, ``a/../x.py``, a link to
+    it: ``data_paths.read_config_safely`` reads the same file the same way) and again when it
+    changed."""
+    from vpn_plugin.data_paths import _config_source
+    source = _config_source(path)
+    return str(source), hashlib.sha256(source.read_bytes()).hexdigest()
+
+
 @functools.lru_cache(maxsize=256)
-def _config_facts(config: str, options_json: str):
-    """(horizon, test_horizon, dataset or '') of a config file (:func:`config_file`) with
-    ``cfg_options`` merged."""
-    from vpn_plugin.data_paths import read_config_safely, refuse_contradicting_horizons
+def _config_facts(config: str, content: str, options_json: str):
+    """(horizon, test_horizon, dataset or '', unread) of a config file (:func:`_config_key`:
+    ``config`` read as of ``content``) with ``cfg_options`` merged; ``unread``: (key, file:line and construct) of each value not
+    read without running the config (``data_paths.Unread``), which the checks do not need: one
+    they need is refused naming it (``data_paths.NeedsUnread``)."""
+    from vpn_plugin.data_paths import (options_over_unread, read_config_safely,
+                                       refuse_contradicting_horizons, require_read,
+                                       unread_values)
     from vpn_plugin.runner_keys import RUNNER_KEYS, check_runner_kinds
-    cfg = read_config_safely(config)  # every value read (a literal config: or refused)
+    cfg = read_config_safely(config)  # a literal config: what it computes, or refused
     options = json.loads(options_json)
     if options:
-        cfg.merge_from_dict(options)
+        cfg.merge_from_dict(options_over_unread(cfg, options))
+    for key, why in _NEEDED:
+        require_read(cfg, key, why)
+    model = cfg.get('model')
+    pkg = model.get('pkg') if hasattr(model, 'get') else None
+    extra = pkg.get('extra_datasets') if hasattr(pkg, 'get') else None
+    for i in range(len(extra) if isinstance(extra, (list, tuple)) else 0):
+        for key in (f'model.pkg.extra_datasets.{i}', f'model.pkg.extra_datasets.{i}.horizon'):
+            require_read(cfg, key, 'is compared with the horizon')
     # the run's rule (data_paths.load_config): horizon = 6.0 or test_horizon = 0 is refused there
     check_runner_kinds(cfg, config, {name: RUNNER_KEYS[name]
                                      for name in ('horizon', 'test_horizon')})
@@ -943,7 +999,21 @@ def _config_facts(config: str, options_json: str):
                              'builds its test data from it)')
     root = dataset.get('data_root') if hasattr(dataset, 'get') else None
     name = Path(root).name.lower() if isinstance(root, str) else ''
-    return horizon, test_horizon, name if name in KNOWN_DATASETS else ''
+    unread = tuple((key, value.where) for key, value in unread_values(cfg.to_dict()))
+    return horizon, test_horizon, name if name in KNOWN_DATASETS else '', unread
+
+
+# the values of a row's config that _config_facts reads: a value not read is refused there
+_NEEDED = (('horizon', "the row's horizon is compared with"),
+           ('test_horizon', "the row's horizon is compared with"),
+           ('model.type', 'tells whether the model takes a horizon'),
+           ('model.horizon', 'is compared with the horizon'),
+           ('model.pkg', 'may hold datasets of another horizon'),
+           ('model.pkg.extra_datasets', 'may hold datasets of another horizon'),
+           ('model.train_dataset.horizon', 'is compared with the horizon'),
+           *((f'{split}_dataloader.dataset.{key}', 'is compared with the horizon')
+             for split in ('train', 'val', 'test') for key in ('type', 'horizon')),
+           ('test_dataloader.dataset.data_root', "the row's dataset is compared with"))
 
 
 def _split_rename(item: str, known) -> tuple:
