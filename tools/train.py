@@ -116,13 +116,13 @@ def existing_checkpoints(work_dir, template=None) -> list:
     finished task classifier or KEPP step model, reused by any start in the work dir) are
     none. Another ``.pth`` beside them (a user's ``s3d_howto100m.pth``) is no run's: never
     counted, and never deleted by ``--overwrite`` (which deleted every ``*.pth``)."""
-    from vpn_plugin.engine.checkpoint import CHECKPOINT_NAME, LAST_CHECKPOINT
+    from vpn_plugin.engine.checkpoint import LAST_CHECKPOINT, checkpoint_names
     from vpn_plugin.engine.checkpoint_hook import BEST_PATTERN
     from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
     folder = Path(work_dir)
-    names = [CHECKPOINT_NAME.pattern, fnmatch.translate(BEST_PATTERN), re.escape(LAST_CHECKPOINT) + '$']
-    if isinstance(template, str) and '{}' in template:
-        names.append(re.escape(template).replace(r'\{\}', r'\d+') + '$')
+    template = template if isinstance(template, str) and template.count('{}') == 1 else None
+    names = [checkpoint_names(template).pattern, fnmatch.translate(BEST_PATTERN),
+             re.escape(LAST_CHECKPOINT) + '$']
     written = re.compile('|'.join(f'(?:{name})' for name in names))
     return sorted(p for p in folder.iterdir() if written.match(p.name)
                   and p.name not in PRE_STAGE_FILES and (p.is_file() or p.is_symlink())) \

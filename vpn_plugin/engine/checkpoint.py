@@ -1786,9 +1786,6 @@ def _note_newer_checkpoint(path: str, work_dir, record: str, logger, template=No
                   logger=logger, level=logging.WARNING)
 
 
-CHECKPOINT_NAME = re.compile(r'^(epoch|iter)_(\d+)\.pth$')  # mmengine's filename_tmpl defaults
-
-
 def checkpoint_template(cfg) -> Optional[str]:
     """The config's checkpoint file name (mmengine's ``filename_tmpl``, e.g. ``'ckpt_{}.pth'``),
     None when it keeps mmengine's default (``epoch_{}.pth`` / ``iter_{}.pth``)."""
