@@ -214,7 +214,7 @@ def test_the_predictions_dump_takes_its_suffix_in_any_case(tmp_path, name):
     dump = METRICS.build(dict(type='AtomicDumpResults', out_file_path=str(tmp_path / name)))
     dump.compute_metrics([{'pred_plan': [1, 2, 3]}])
     assert pickle.loads((tmp_path / name).read_bytes()) == [{'pred_plan': [1, 2, 3]}]
-    with pytest.raises(ValueError, match=r"--out '.*p.txt': expected a file name ending in "
+    with pytest.raises(ValueError, match=r"--out .*p\.txt: expected a file name ending in "
                                          r"\.pkl or \.pickle"):
         METRICS.build(dict(type='AtomicDumpResults', out_file_path=str(tmp_path / 'p.txt')))
 

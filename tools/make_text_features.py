@@ -85,7 +85,8 @@ def write_action_features(args, pooling: str) -> None:
                                         pooling=pooling, cache_dir=cache)
     out = save_array(args.out, features)
     print(f'{out}: {tuple(features.shape)} (N actions, Dt = {features.shape[1]}; {pooling} '
-          f"features of the action names); in the config: model.text_embeddings=dict(file='{out}')")
+          f'features of the action names); in the config: model.text_dim={features.shape[1]}, '
+          f"model.text_embeddings=dict(file='{out}')")
 
 
 def save_array(out, features) -> Path:

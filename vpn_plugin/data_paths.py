@@ -554,6 +554,7 @@ def literal_assignments(file: Path, base: dict | None = None, strict: bool = Tru
     base = base or {}
     names: dict = {} if file.suffix == '.py' else _safe_mapping(file, text)
     tree = _parse_config(file, text, placeholders) if file.suffix == '.py' else None
+    _ITEMS_LEFT[0] = SIZE_BOUND  # one bound for the whole file: its statements cannot add up
     for node in tree.body if tree else ():
         try:
             _read_statement(node, names, base)
@@ -631,7 +632,6 @@ def _read_statement(node, names: dict, base: dict) -> None:
     """One top-level statement of :data:`LITERAL_SUBSET` into ``names`` (``ValueError``
     saying why when it is outside)."""
     import ast
-    _ITEMS_LEFT[0] = SIZE_BOUND
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
         return  # a docstring
     if isinstance(node, ast.Assign):
@@ -748,8 +748,8 @@ READ_METHODS = frozenset((
     'capitalize'))
 SPREAD = object()  # the key of a ``**value`` item of a dict display
 TEXTS = (str, int, float, complex, bool, type(None), bytes)  # what an f-string prints as read
-SIZE_BOUND = 10 ** 6  # longer texts / lists and comprehensions of more items are not computed
-_ITEMS_LEFT = [SIZE_BOUND]  # the items the comprehensions of the statement read may still make
+SIZE_BOUND = 10 ** 5  # longer texts / lists and comprehensions of more items are not computed
+_ITEMS_LEFT = [SIZE_BOUND]  # the items the comprehensions of the file read may still make
 DIGITS_BOUND = 4300  # Python's limit for writing an int as text (sys.get_int_max_str_digits)
 
 
@@ -1106,6 +1106,9 @@ def _literal_call(node, names: dict, base: dict):
         function = _python(node, getattr, owner, name)  # (5).split: Python refuses it
         if type(owner) not in (str, bytes, list, tuple, dict, set):
             return _not_computed(node, f'a call of .{name} of a {type(owner).__name__}')
+        if name == 'join' and args and isinstance(args[0], (list, tuple)) \
+                and len(owner) * len(args[0]) > SIZE_BOUND:  # 'a' * 10**6 between 10**6 items
+            return _not_computed(node, f'a call of .{name}, too large to compute here')
         return _python(node, function, *args, **keywords)
     if name not in CONSTRUCTORS or name in names:
         return _not_computed(node, f'a call of {name}')
@@ -2271,7 +2274,8 @@ def check_split_locations(cfg) -> None:
             dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset') or {}
             if hasattr(dataset, 'get') and dataset.get(key) is not None:
                 values[f'{split}_dataloader.dataset.{key}'] = str(dataset[key])
-        if len(set(values.values())) > 1:
+        if len({os.path.realpath(value) for value in values.values()}) > 1:  # a link to the
+            # same folder is the same folder (P4: a symlinked test feature_dir was refused)
             listed = ', '.join(f'{where}={value!r}' for where, value in values.items())
             raise ValueError(f'{_name(cfg)}: the splits read different {key}s: {listed}. '
                              'Move them together with the top-level variable: --cfg-options '

@@ -1,5 +1,7 @@
 """``AtomicDumpResults`` (METRICS): mmengine's ``DumpResults`` (``tools/test.py --out``) written
 atomically, so a full disk or an unwritable folder leaves no 0-byte or truncated pickle."""
+from typing import Optional
+
 from mmengine.evaluator import BaseMetric, DumpResults
 from mmengine.fileio import dump
 from mmengine.logging import print_log
@@ -8,8 +10,6 @@ from mmaction.registry import METRICS
 
 from ..errors import OutputWriteError, replace_atomically
 from ..outputs import has_suffix
-
-SUFFIXES = ('.pkl', '.pickle')
 
 
 @METRICS.register_module()
@@ -21,13 +21,12 @@ class AtomicDumpResults(DumpResults):
     default_prefix = 'dump'
 
     def __init__(self, out_file_path: str, collect_device: str = 'cpu',
-                 collect_dir=None) -> None:
-        # DumpResults compares the suffix with case: test.py accepted --out X.PKL (the one
-        # rule, outputs.has_suffix), then mmengine refused "The output file must be a pkl
-        # file." (passT H70)
-        if not isinstance(out_file_path, str) or not has_suffix(out_file_path, SUFFIXES):
-            raise ValueError(f'--out {out_file_path!r}: expected a file name ending in .pkl or '
-                             '.pickle (the predictions are pickled)')
+                 collect_dir: Optional[str] = None):
+        # mmengine's check compares the suffix with its case: `--out preds.PKL`, which
+        # tools/test.py accepts (outputs.has_suffix, the one rule), was refused by it
+        if not has_suffix(out_file_path, ('.pkl', '.pickle')):
+            raise ValueError(f'--out {out_file_path}: expected a file name ending in .pkl or '
+                             '.pickle (the predictions pickle of tools/test.py)')
         BaseMetric.__init__(self, collect_device=collect_device, collect_dir=collect_dir)
         self.out_file_path = out_file_path
 
