@@ -62,7 +62,10 @@ def test_a_null_training_horizon_under_a_cross_horizon_config_is_refused(tmp_pat
 def test_the_same_rows_with_their_training_horizon_are_shown_apart(tmp_path, monkeypatch,
                                                                    capsys):
     """No cry wolf: the row with ``train_horizon: 6`` is its own '(train T=6)' row; a row of the
-    eval config tested at its training horizon (T=6, train_horizon null) is a plain T=6 cell."""
+    eval config tested at its training horizon (T=6, train_horizon null) is a plain T=6 cell
+    when it records the test horizon it was run at (``settings.cfg_options``, as the protocol
+    runner writes it since fixKnown s17 item 4; without it, refused: the config tests at 3,
+    tests/test_known_s17.py)."""
     monkeypatch.chdir(ROOT)
     path = rows_of(tmp_path, 'six.jsonl', lambda row: row.update(
         horizon=3, train_horizon=6, config=EVAL_T3))
@@ -70,7 +73,8 @@ def test_the_same_rows_with_their_training_horizon_are_shown_apart(tmp_path, mon
     assert '| ViterbiPlanNet (train T=6)' in capsys.readouterr().out
     from vpn_plugin.protocol.results import check_rows_match_configs, read_results
     at_six = rows_of(tmp_path, 'at6.jsonl', lambda row: row.update(
-        horizon=6, train_horizon=None, config=EVAL_T3))
+        horizon=6, train_horizon=None, config=EVAL_T3,
+        settings={**row['settings'], 'cfg_options': {'horizon': 6, 'test_horizon': 6}}))
     check_rows_match_configs(read_results(at_six))
 
 

@@ -167,7 +167,7 @@ class TimedLoader:
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('config')
+    parser.add_argument('config', type=path_argument)
     parser.add_argument('--epochs', type=POSITIVE_INT, default=3,
                         help='plain epochs timed; one instrumented epoch follows')
     parser.add_argument('--threads', type=POSITIVE_INT, default=1, help='torch intra-op threads')

@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 
 from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
-from vpn_plugin.errors import POSITIVE_INT, tool_main
+from vpn_plugin.errors import POSITIVE_INT, path_argument, tool_main
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('config')
+    parser.add_argument('config', type=path_argument)
     parser.add_argument('--splits', nargs='+', choices=('train', 'val', 'test'),
                         default=['train', 'test'])
     parser.add_argument('--repeats', type=POSITIVE_INT, default=2,

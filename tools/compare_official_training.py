@@ -27,7 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, at_least, tool_main  # noqa: E402
+from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, at_least,  # noqa: E402
+                               path_argument, tool_main)
 from vpn_plugin.tool_choices import OFFICIAL_METHODS  # noqa: E402
 # vpn_plugin.mm (compat fixes + registration before configs are read) and the comparison are
 # imported after the arguments are parsed (--help and refusals answer in ~0.1 s;
@@ -47,9 +48,9 @@ def size_option(text: str) -> tuple:
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--method', required=True, choices=OFFICIAL_METHODS)
-    parser.add_argument('--official-dir', required=True,
+    parser.add_argument('--official-dir', type=path_argument, required=True,
                         help='checkout of the official repository (never modified: a copy runs)')
-    parser.add_argument('--official-python',
+    parser.add_argument('--official-python', type=path_argument,
                         help='python of the official runs (a venv with their dependencies; '
                         'default: this one)')
     parser.add_argument('--dataset', default='niv')
@@ -67,11 +68,12 @@ def parse_args(argv=None):
     parser.add_argument('--frame-dim', type=POSITIVE_INT, default=512,
                         help='dims of a synthetic frame (default 512, as S3D); observations '
                         'are 3 frames (PDPP and KEPP only: smaller models for CPU runs)')
-    parser.add_argument('--data-root', default='../shared/data',
+    parser.add_argument('--data-root', type=path_argument, default='../shared/data',
                         help='annotations laid out as ../shared/data')
-    parser.add_argument('--out', required=True, help='work folder of the comparison')
-    parser.add_argument('--figure', help='stem of the loss-curve figure (default '
-                        '<out>/loss_curves)')
+    parser.add_argument('--out', type=path_argument, required=True,
+                        help='work folder of the comparison')
+    parser.add_argument('--figure', type=path_argument,
+                        help='stem of the loss-curve figure (default <out>/loss_curves)')
     parser.add_argument('--official-variant', action='append', default=[], metavar='NAME',
                         help="also rerun the official side with one of the plug-in's "
                         'variants (an official default it does not inherit switched back on, '

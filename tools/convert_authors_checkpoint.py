@@ -36,8 +36,8 @@ from vpn_plugin.outputs import CONVERTED_MARKER, add_overwrite_argument, check_o
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('src', help="the official state dict (.pth or .npz)")
-    parser.add_argument('dst', help='output checkpoint (.pth)')
+    parser.add_argument('src', type=path_argument, help="the official state dict (.pth or .npz)")
+    parser.add_argument('dst', type=path_argument, help='output checkpoint (.pth)')
     parser.add_argument('--config', type=path_argument,
                         required=True, help='the config the checkpoint is for '
                         '(its model type selects the official naming)')

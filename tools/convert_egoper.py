@@ -30,7 +30,7 @@ from vpn_plugin.tool_choices import ERROR_CHOICES
 @tool_main
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('annotation', help="EgoPER's annotation.json")
+    parser.add_argument('annotation', type=path_argument, help="EgoPER's annotation.json")
     parser.add_argument('--split-dir', type=path_argument, required=True,
                         help='folder with training.txt and test.txt (or <task>/training.txt ...)')
     parser.add_argument('--out', type=path_argument, required=True, help='output folder')

@@ -30,7 +30,7 @@ LAUNCHERS = ('none', 'pytorch', 'slurm')
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('inputs', nargs='+', metavar='VIDEO_OR_DIR')
+    parser.add_argument('inputs', type=path_argument, nargs='+', metavar='VIDEO_OR_DIR')
     parser.add_argument('--out', type=path_argument,
                         required=True, help='folder of the feature files')
     parser.add_argument('--weights', type=path_argument, metavar='PTH',

@@ -23,7 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vpn_plugin.errors import check_names, tool_main, write_text_atomically  # noqa: E402
+from vpn_plugin.errors import (check_names, path_argument, tool_main,  # noqa: E402
+                               write_text_atomically)
 from vpn_plugin.outputs import check_output  # noqa: E402
 # torch and OpenMMLab are imported after the arguments are parsed (--help and refusals answer
 # in ~0.1 s; tests/test_import_purity.py)
@@ -31,8 +32,10 @@ from vpn_plugin.outputs import check_output  # noqa: E402
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('results', nargs='+', help='results files (.jsonl / .csv)')
-    parser.add_argument('--out', required=True, help='the kept results file (.jsonl)')
+    parser.add_argument('results', type=path_argument, nargs='+',
+                        help='results files (.jsonl / .csv)')
+    parser.add_argument('--out', type=path_argument, required=True,
+                        help='the kept results file (.jsonl)')
     parser.add_argument('--dumps', nargs='+', default=[], metavar='METHOD',
                         help='methods whose per-sample dumps are copied beside it')
     parser.add_argument('--overwrite', action='store_true')

@@ -36,9 +36,10 @@ from vpn_plugin.video.recipe import add_recipe_arguments, recipe_from_args
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('config', nargs='?')
-    parser.add_argument('checkpoint', nargs='?')
-    parser.add_argument('--checkpoint', dest='checkpoint_option', metavar='CHECKPOINT',
+    parser.add_argument('config', type=path_argument, nargs='?')
+    parser.add_argument('checkpoint', type=path_argument, nargs='?')
+    parser.add_argument('--checkpoint', type=path_argument, dest='checkpoint_option',
+                        metavar='CHECKPOINT',
                         help='the planner checkpoint (instead of the second positional)')
     parser.add_argument('--indices', type=NON_NEGATIVE_INT, nargs='+',
                         help='dataset sample indices (default: 0 1 2)')

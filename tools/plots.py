@@ -51,7 +51,8 @@ def parse_args(argv=None):
         ('qualitative', 'heatmaps of one test window'))}
     for name, p in kinds.items():
         if name != 'qualitative':
-            p.add_argument('results', nargs='+', help='results files (.jsonl / .csv)')
+            p.add_argument('results', type=path_argument, nargs='+',
+                           help='results files (.jsonl / .csv)')
             p.add_argument('--protocol')
             p.add_argument('--methods', nargs='+')
             p.add_argument('--horizon', type=POSITIVE_INT,
@@ -79,8 +80,8 @@ def parse_args(argv=None):
                       help='one three-set Venn of these methods (the paper\'s figure) and the '
                            'fixed / introduced table of each later method against each earlier')
     quali = kinds['qualitative']
-    quali.add_argument('config')
-    quali.add_argument('checkpoint')
+    quali.add_argument('config', type=path_argument)
+    quali.add_argument('checkpoint', type=path_argument)
     quali.add_argument('--index', type=NON_NEGATIVE_INT, default=0, help='test sample index')
     quali.add_argument('--top-k', type=POSITIVE_INT, default=8, help='actions shown')
     quali.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE')
@@ -141,6 +142,13 @@ def main(argv=None):
     args = parse_args(argv)
     check_given_once(getattr(args, 'methods', None), '--methods',
                      'a figure draws each method once')  # as report.py's tables
+    check_given_once(getattr(args, 'dashed', None), '--dashed', 'each line is dashed once')
+    check_given_once(getattr(args, 'sets', None), '--sets',
+                     'the diagram of three methods needs three different ones')
+    for pair in getattr(args, 'pair', None) or ():
+        check_given_once(pair, '--pair', 'a method compared with itself shares every error')
+    check_given_once(map(tuple, getattr(args, 'pair', None) or ()), '--pair',
+                     'the figure would draw the pair twice')
     from vpn_plugin.protocol import plots
     from vpn_plugin.protocol.provenance import check_feature_mix
     from vpn_plugin.protocol.results import (METRIC_RANGES, check_rows_match_configs,

@@ -35,7 +35,8 @@ from vpn_plugin.outputs import add_overwrite_argument, check_output, stem_files 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('results', nargs='+', help='.jsonl/.json/.csv results files')
+    parser.add_argument('results', type=path_argument, nargs='+',
+                        help='.jsonl/.json/.csv results files')
     parser.add_argument('--metrics', nargs='+', default=list(DEFAULT_METRICS))
     parser.add_argument('--protocol', help='keep only rows of this protocol')
     parser.add_argument('--dataset', help='keep only rows of this dataset')

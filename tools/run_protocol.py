@@ -47,7 +47,7 @@ from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT,  
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('protocol', help='protocol config, e.g. '
+    parser.add_argument('protocol', type=path_argument, help='protocol config, e.g. '
                         'configs/protocol/ablation_crosstask.py')
     parser.add_argument('--out', type=path_argument,
                         default='work_dirs/protocol', help='root of work dirs and results')
@@ -158,21 +158,28 @@ def check_launcher_arguments(parser, args, argv) -> None:
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
-    import vpn_plugin.mm  # noqa: F401  (compat fixes + registration before configs are read)
-    from vpn_plugin.protocol.dry_run import plan_runs
-    from vpn_plugin.protocol.runner import UnitsFailedError, expand_units, load_protocol, with_stages
-    check_folder_target(args.out, 'protocol output folder', 'the work dirs and results', '--out')
-    if args.status:
-        return show_status(args)
-    protocol = load_protocol(args.protocol)
-    units = expand_units(protocol, seeds=args.seeds, methods=args.methods,
-                         horizons=args.horizons)
-    runner = protocol_runner(protocol, args)
+    try:  # reading the protocol and its configs (seconds): a Ctrl-C here ran nothing
+        import vpn_plugin.mm  # noqa: F401  (compat fixes + registration before configs are read)
+        from vpn_plugin.protocol.dry_run import plan_runs
+        from vpn_plugin.protocol.runner import (UnitsFailedError, expand_units, load_protocol,
+                                                with_stages)
+        check_folder_target(args.out, 'protocol output folder', 'the work dirs and results',
+                            '--out')
+        if args.status:
+            return show_status(args)
+        protocol = load_protocol(args.protocol)
+        units = expand_units(protocol, seeds=args.seeds, methods=args.methods,
+                             horizons=args.horizons)
+        runner = protocol_runner(protocol, args)
+        if args.dry_run and args.launcher != 'slurm':
+            print_dry_run(args, protocol, units, runner)
+            return units
+    except KeyboardInterrupt:  # one line, not Python's traceback (exit 128 + SIGINT)
+        print('interrupted (Ctrl-C) before any unit started: nothing was run or written',
+              file=sys.stderr)
+        raise SystemExit(130) from None
     if args.launcher == 'slurm':
         return launch_on_slurm(args, protocol, units, runner)
-    if args.dry_run:
-        print_dry_run(args, protocol, units, runner)
-        return units
     try:
         def planned(todo):
             return plan_runs(todo, runner.work_dir, runner.max_epochs, args.epoch_seconds,

@@ -40,7 +40,7 @@ UNCHECKED_METRIC = 'checkpoint/unchecked'  # in the metrics of an unchecked_chec
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description='Test a vpn_plugin checkpoint')
-    parser.add_argument('config', help='config file path')
+    parser.add_argument('config', type=path_argument, help='config file path')
     parser.add_argument('checkpoint', nargs='?', type=path_argument,
                         help='checkpoint file (.pth); may be omitted only for models without '
                         'trainable parameters (e.g. LLMPlanner, UniformEmissionPlanner)')

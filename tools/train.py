@@ -30,10 +30,10 @@ from vpn_plugin.smoke import batches_reason, smoke_config, training_limit_reason
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description='Train a vpn_plugin model')
-    parser.add_argument('config', help='config file path')
+    parser.add_argument('config', type=path_argument, help='config file path')
     parser.add_argument('--work-dir', type=path_argument,
                         help='where logs and checkpoints go (default: work_dirs/<config name>)')
-    parser.add_argument('--resume', nargs='?', const=LATEST, metavar='CKPT',
+    parser.add_argument('--resume', type=path_argument, nargs='?', const=LATEST, metavar='CKPT',
                         help='resume from CKPT, or from the latest checkpoint of the work dir '
                         'when no CKPT is given (an error if it has none); "--resume auto": '
                         'resume if the work dir has a checkpoint, else start afresh')

@@ -207,6 +207,20 @@ def _is_bool(value) -> bool:
     return isinstance(value, bool) or (numpy is not None and isinstance(value, numpy.bool_))
 
 
+def bool_among(values):
+    """The first True or False inside nested lists / tuples ``values``, else None: numpy reads
+    ``[True, 2]`` as the integers ``[1, 2]``, so a reader of integer ids (action plans,
+    sequences) asks this before ``np.asarray`` (an array of dtype bool it refuses itself)."""
+    stack = [values]
+    while stack:
+        value = stack.pop()
+        if _is_bool(value):
+            return value
+        if isinstance(value, (list, tuple)):
+            stack.extend(reversed(value))
+    return None
+
+
 def _literal_matches(value, choice) -> bool:
     """``value`` is the ``Literal`` choice: equal and of its kind (a numpy string or integer of
     the same value is; a bool is no 1, a '1' no 1)."""

@@ -553,7 +553,9 @@ def literal_assignments(file: Path, base: dict | None = None, strict: bool = Tru
         return {}  # {{$NAME:default}}: nothing of the file is known without the run
     base = base or {}
     names: dict = {} if file.suffix == '.py' else _safe_mapping(file, text)
-    for node in _parse_config(file, text, placeholders).body if file.suffix == '.py' else ():
+    tree = _parse_config(file, text, placeholders) if file.suffix == '.py' else None
+    _ITEMS_LEFT[0] = SIZE_BOUND  # one bound for the whole file: its statements cannot add up
+    for node in tree.body if tree else ():
         try:
             _read_statement(node, names, base)
         except ValueError as error:
@@ -587,7 +589,11 @@ def literal_assignments(file: Path, base: dict | None = None, strict: bool = Tru
     if reserved:  # mmengine: KeyError "filename is reserved for config file"
         raise ValueError(f'{file}: {reserved[0]} is a name mmengine keeps for the config itself '
                          f'({", ".join(RESERVED_KEYS)}); expected another name')
-    return _with_placeholders(file, names, placeholders, base, strict)
+    spans = {name: (node.lineno, node.end_lineno)  # where each name was set last
+             for node in (tree.body if file.suffix == '.py' and placeholders else ())
+             for name in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+                          and not isinstance(n.ctx, ast.Load)}}
+    return _with_placeholders(file, names, placeholders, base, strict, (text, spans))
 
 
 def _stores_only_names(node) -> bool:
@@ -626,7 +632,6 @@ def _read_statement(node, names: dict, base: dict) -> None:
     """One top-level statement of :data:`LITERAL_SUBSET` into ``names`` (``ValueError``
     saying why when it is outside)."""
     import ast
-    _ITEMS_LEFT[0] = SIZE_BOUND
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
         return  # a docstring
     if isinstance(node, ast.Assign):
@@ -743,8 +748,8 @@ READ_METHODS = frozenset((
     'capitalize'))
 SPREAD = object()  # the key of a ``**value`` item of a dict display
 TEXTS = (str, int, float, complex, bool, type(None), bytes)  # what an f-string prints as read
-SIZE_BOUND = 10 ** 6  # longer texts / lists and comprehensions of more items are not computed
-_ITEMS_LEFT = [SIZE_BOUND]  # the items the comprehensions of the statement read may still make
+SIZE_BOUND = 10 ** 5  # longer texts / lists and comprehensions of more items are not computed
+_ITEMS_LEFT = [SIZE_BOUND]  # the items the comprehensions of the file read may still make
 DIGITS_BOUND = 4300  # Python's limit for writing an int as text (sys.get_int_max_str_digits)
 
 
@@ -1101,6 +1106,9 @@ def _literal_call(node, names: dict, base: dict):
         function = _python(node, getattr, owner, name)  # (5).split: Python refuses it
         if type(owner) not in (str, bytes, list, tuple, dict, set):
             return _not_computed(node, f'a call of .{name} of a {type(owner).__name__}')
+        if name == 'join' and args and isinstance(args[0], (list, tuple)) \
+                and len(owner) * len(args[0]) > SIZE_BOUND:  # 'a' * 10**6 between 10**6 items
+            return _not_computed(node, f'a call of .{name}, too large to compute here')
         return _python(node, function, *args, **keywords)
     if name not in CONSTRUCTORS or name in names:
         return _not_computed(node, f'a call of {name}')
@@ -1178,11 +1186,12 @@ ENVIRONMENT_PLACEHOLDER = re.compile(r'\{\{[\'"]?\s*\$(\w+)\s*:\s*(\S*?)\s*[\'"]
 
 
 def _with_placeholders(file: Path, values: dict, placeholders: dict, base: dict,
-                       strict: bool) -> dict:
+                       strict: bool, source=('', {})) -> dict:
     """``values`` with each whole placeholder value replaced by its ``_base_`` value
     (mmengine's ``Config._substitute_base_vars``); a placeholder left inside a text (``'{{
-    _base_.x}}/y'``, ``{{_base_.x}} * 2``: mmengine's run gets that text) is refused
-    (``strict=False``: unread)."""
+    _base_.x}}/y'``, ``{{_base_.x}} * 2``: mmengine's run gets that text) is refused naming
+    the line (``source``: the text read and the lines of each name's last statement;
+    ``strict=False``: unread)."""
     from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     if not placeholders:
@@ -1197,7 +1206,13 @@ def _with_placeholders(file: Path, values: dict, placeholders: dict, base: dict,
                          f': no such value in its _base_ files ({error})') from None
     for name, value in values.items():
         if _holds_placeholder(value, placeholders):
-            raise ValueError(f'{file}: {name}: uses {{{{_base_.x}}}} inside a text or an '
+            held = [key for key in placeholders if _holds_placeholder(value, {key: None})]
+            first, last = source[1].get(name, (1, None))
+            line = next((number for number, written in enumerate(
+                source[0].splitlines()[first - 1:last], first)
+                if any(key in written for key in held)), None)
+            raise ValueError(f'{file}{f":{line}" if line else ""}: {name}: uses '
+                             f'{{{{_base_.{placeholders[held[0]]}}}}} inside a text or an '
                              'expression, where mmengine leaves its placeholder text (it '
                              'replaces only a whole value): expected _base_.x')
     return values
@@ -1412,6 +1427,20 @@ def row_config_path(path) -> str:
         return str(absolute.relative_to(REPO_ROOT))
     except ValueError:
         return str(absolute)
+
+
+def row_options(cfg_options):
+    """``--cfg-options`` as a results row records them (part of its identity): each text
+    naming an existing file or folder written as :func:`row_config_path` writes it
+    (``tiny/../tiny/x.json``, ``./x.json`` and its absolute path are one option), in lists
+    and dicts too; any other value as given."""
+    if isinstance(cfg_options, dict):
+        return {key: row_options(value) for key, value in cfg_options.items()}
+    if isinstance(cfg_options, (list, tuple)):
+        return type(cfg_options)(row_options(value) for value in cfg_options)
+    if isinstance(cfg_options, str) and cfg_options.strip() and os.path.exists(cfg_options):
+        return row_config_path(cfg_options)
+    return cfg_options
 
 
 def read_config_safely(path):

@@ -387,13 +387,15 @@ def seed_argument(text: str) -> int:
 
 
 def path_argument(text: str) -> str:
-    """An argparse ``type`` for a file or folder flag: an empty string (``--work-dir ''``,
-    an unset shell variable) is refused instead of falling back to the default."""
+    """An argparse ``type`` for every file or folder flag and argument of the tools: an empty
+    string (``--work-dir ''``, an unset shell variable) is refused instead of falling back to
+    the default; a leading ``~`` is the home folder (``--out '~/r.jsonl'`` quoted, or
+    ``--out=~/r.jsonl``, which the shell leaves as written), as config paths read it."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f'{text!r} is an empty path (an unset shell variable?); '
                                          'expected a file or folder (a flag with a default: '
                                          'leave it out for the default)')
-    return text
+    return os.path.expanduser(text)
 
 
 path_argument.__name__ = 'path'

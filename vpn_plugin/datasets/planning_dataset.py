@@ -142,6 +142,7 @@ class PlanningDataset(Dataset):
         self.feature_dir, self.frame_dim, self.recipe = Path(feature_dir), frame_dim, observation
         self.window_policy, self.observed_steps = window_policy, observed_steps
         self.window_counts: Counter = Counter()  # 'clamped' / 'relabelled' / 'dropped' windows
+        self.other_labels = 0  # relabelled windows whose labels then differ (_count_windows)
         self.skip_bad_videos, self.cache_dir = skip_bad_videos, cache_dir
         self.device_resident, self._fields = device_resident, None  # (device, {field: tensor})
         self.feature_dim = observation_dim(observation, frame_dim)
@@ -292,7 +293,7 @@ class PlanningDataset(Dataset):
             self._videos = [v for v in self._videos if v.feature not in bad_features]
         self._pkg_windows = [w for w, k in zip(windows, readable) if k]
         maps, outside = arrays['maps'][readable], arrays['outside'][readable]
-        self._count_windows(maps, outside)
+        self._count_windows(maps, outside, self._pkg_windows)
         kept = maps[:, 0] >= 0
         self.windows = [w for w, k in zip(self._pkg_windows, kept) if k]
         self.start, self.goal, self.observed = arrays['start'], arrays['goal'], arrays['observed']
@@ -380,12 +381,18 @@ class PlanningDataset(Dataset):
                                     f'is past the video of {length} frames (field '
                                     f'"frames_features")')
 
-    def _count_windows(self, maps, outside) -> None:
-        """Count the 'clamped' ('keep') or 'relabelled' / 'dropped' ('authors') windows."""
+    def _count_windows(self, maps, outside, windows) -> None:
+        """Count the 'clamped' ('keep') or 'relabelled' / 'dropped' ('authors') windows, and
+        ``other_labels``: the relabelled windows whose actions then differ from the annotated
+        ones (a step copied from a previous step of the same action keeps its labels)."""
         identity = np.arange(self.horizon)
         dropped = maps[:, 0] < 0
+        relabelled = ~dropped & (maps != identity).any(1)
         self.window_counts['dropped'] = int(dropped.sum())
-        self.window_counts['relabelled'] = int((~dropped & (maps != identity).any(1)).sum())
+        self.window_counts['relabelled'] = int(relabelled.sum())
+        self.other_labels = sum(
+            [window.steps[j] for j in step_map] != list(window.steps)
+            for window, step_map, changed in zip(windows, maps, relabelled) if changed)
         self.window_counts['clamped'] = int(outside.sum()) if self.window_policy == 'keep' else 0
         self.window_counts = Counter({k: n for k, n in self.window_counts.items() if n})
 
@@ -511,7 +518,9 @@ class PlanningDataset(Dataset):
         policy changed no window): what the log says and a test's metrics JSON names."""
         if not self.window_counts:
             return ''
-        summary = ', '.join(f'{n} {what}' for what, n in sorted(self.window_counts.items()))
+        summary = ', '.join(f'{n} {what}' + (f' ({self.other_labels} of them with other action '
+                                             'labels than annotated)' * (what == 'relabelled'))
+                            for what, n in sorted(self.window_counts.items()))
         why = ('a step ends at or past the video\'s last frame: clamped windows are observed '
                'at its last frames with their annotated labels' if self.window_policy == 'keep'
                else 'a step ends at or past the video\'s last frame: it takes the previous '

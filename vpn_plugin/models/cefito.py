@@ -398,8 +398,9 @@ class CEFITO(BasePlanner):
         return dict(pred_plan=plans[:, 0], **tasks, topk_plans=plans, topk_energies=energies)
 
     def tensor(self, inputs, horizon: int, data_samples=None) -> torch.Tensor:
-        """Top-1 plans (B, T) of the classifier's tasks."""
+        """Top-1 plans (B, T) searched within the tasks of ``task_source``, as ``predict``
+        (the classifier's, or the batch's true tasks: ``data_samples["task"]``)."""
         return self.plan(inputs['start'], inputs['goal'],
-                         self.search_tasks(inputs, None))[0][:, 0]
+                         self.search_tasks(inputs, data_samples))[0][:, 0]
 
 

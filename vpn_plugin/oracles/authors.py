@@ -23,6 +23,7 @@ from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, check_finite_arrays, che
                       compare_file, compare_grads, grad_summary, read_fixture_meta, read_npz,
                       set_fixture_sizes)
 from ..errors import check_file, check_number, tool_command
+from ..outputs import has_suffix
 from ..models.state_encoder import plugin_name
 
 META_FIELDS = ('case', 'dataset', 'num_actions', 'num_tasks', 'horizon', 'eval_horizon',
@@ -34,7 +35,7 @@ LOSS_NAMES = ('loss_state', 'loss_plan', 'loss_task')
 def read_authors_state_dict(path) -> Dict[str, torch.Tensor]:
     """The authors' parameters {their name: float32 tensor} of a ``.pth`` or ``.npz`` file."""
     path = check_file(path, "the official state dict (SRC)")
-    if path.suffix == '.npz':
+    if has_suffix(path, ('.npz',)):  # W.NPZ too: outputs' one suffix rule
         arrays = read_npz(path)  # a truncated file or object array: named
         return {k: torch.from_numpy(v.astype(np.float32)) for k, v in
                 checked_parameters(path, arrays).items()}

@@ -64,7 +64,8 @@ from vpn_plugin.outputs import (LINE_BREAK, REPORT_LATEX_MARKER, REPORT_MARKDOWN
                                 markdown_row, markdown_text, money_text)
 from .results import (AVERAGED_DATASETS, METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK,
                       ResultRow, caveat_lines, check_rows_match_configs, config_file, renamed,
-                      identity_text, row_from_dict, row_source, shortened_reason)
+                      identity_text, row_from_dict, row_source, settings_identity,
+                      shortened_reason)
 
 # what the rows pooled in one cell must share (besides method, dataset and test horizon)
 CELL_IDENTITY = ('protocol', 'config', 'train_horizon', 'variant', 'settings', 'pkg_source',
@@ -308,13 +309,34 @@ def _missing_descriptions(missing, methods) -> list:
 
 
 def caveats_of(rows) -> dict:
-    """method -> {kind: sorted lines} of the rows' caveats (any seed's)."""
-    found = {}
+    """method -> {kind: sorted lines} of the rows' caveats; a line that only some of the
+    method's rows hold names them (``'... (seed 1)'``, ``'... (seeds 0, 2 at T=3)'``: the
+    mark beside the method is not on all its seeds)."""
+    found, every = {}, {}
     for row in rows:
+        every.setdefault(row.method, []).append(row)
         for kind, lines in caveat_lines(row).items():
-            found.setdefault(row.method, {}).setdefault(kind, set()).update(lines)
-    return {method: {kind: sorted(lines) for kind, lines in kinds.items()}
+            for line in lines:
+                found.setdefault(row.method, {}).setdefault(kind, {}).setdefault(
+                    line, []).append(row)
+    return {method: {kind: sorted(line + _rows_named(held, every[method])
+                                  for line, held in lines.items())
+                     for kind, lines in kinds.items()}
             for method, kinds in found.items()}
+
+
+def _rows_named(held: list, every: list) -> str:
+    """'' when ``held`` are all the rows ``every`` of a method; else which seeds they are
+    (with the horizon / dataset when the method's rows have several)."""
+    if len({id(row) for row in held}) == len(every):
+        return ''
+    cells = {}
+    several = [len({getattr(row, name) for row in every}) > 1 for name in ('horizon', 'dataset')]
+    for row in held:
+        cell = (f' at T={row.horizon}' * several[0]) + (f' on {row.dataset}' * several[1])
+        cells.setdefault(cell, set()).add(row.seed)
+    return ' (' + '; '.join(f'seed{"s" * (len(seeds) > 1)} {", ".join(map(str, sorted(seeds)))}'
+                            f'{cell}' for cell, seeds in sorted(cells.items())) + ')'
 
 
 def _stand_ins(rows, methods) -> dict:
@@ -414,7 +436,7 @@ def check_one_run_per_cell(rows, free_variant=()) -> None:
 def _identity_value(row: ResultRow, name: str, free_variant=()) -> str:
     value = getattr(row, name)
     if name == 'settings':
-        value = {k: v for k, v in value.items() if k not in PER_SEED_SETTINGS}
+        value = {k: v for k, v in settings_identity(value).items() if k not in PER_SEED_SETTINGS}
         if isinstance(value.get('pretrained'), dict):  # a pre-training stage runs per seed
             value['pretrained'] = {k: v for k, v in value['pretrained'].items() if k != 'seed'}
     if name == 'variant':
@@ -1004,9 +1026,11 @@ def _latex_escape(text: str) -> str:
                          # OT1 (LaTeX's default text font) prints | < > as an em dash, ¡, ¿
                          '|': r'\textbar{}', '<': r'\textless{}', '>': r'\textgreater{}',
                          '~': r'\textasciitilde{}', '^': r'\textasciicircum{}',
-                         # and " as a closing curly quote: the typewriter font has the straight one
-                         '"': r'\texttt{"}'})
+                         # and " as a closing curly quote, ` as an opening one: the typewriter
+                         # font has the straight ones
+                         '"': r'\texttt{"}', '`': r'\textasciigrave{}'})
     text = _LATEX_LINE_BREAKS.sub(' ', text)  # a blank line is \par: no cell nor caption holds one
+    text = _LATEX_CONTROLS.sub(_caret_notation, text)
     return _LATEX_LIGATURES.sub(lambda m: m.group(0)[0] + '{}', ''.join(
         replacements.get(ch, ch) for ch in text))
 
@@ -1017,3 +1041,12 @@ def _latex_escape(text: str) -> str:
 # ('<<' / '>>', T1's « », are written as \textless{} / \textgreater{})
 _LATEX_LIGATURES = re.compile(r"-(?=-)|[?!`](?=`)|'(?=')|,(?=,)")
 _LATEX_LINE_BREAKS = re.compile(rf'\s*(?:{LINE_BREAK.pattern})\s*')  # TeX ends lines at \r too
+# control characters (Unicode Cc) stop pdfLaTeX ("invalid character", "Unicode character ^^[
+# not set up") or act (^^L is \par): written in TeX's own caret notation, as its log shows them
+_LATEX_CONTROLS = re.compile('[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]')
+
+
+def _caret_notation(match) -> str:
+    """``^^[`` for ESC, ``^^?`` for DEL, ``^^85`` for U+0085 (escaped after as text)."""
+    code = ord(match.group(0))
+    return '^^' + (chr(code ^ 0x40) if code < 0x80 else f'{code:02x}')

@@ -529,11 +529,15 @@ def built_horizons(unit: TrainUnit, spec: TestSpec, options: dict) -> dict:
     """``{'horizon': T, 'test_horizon': T'}`` the test was built with (``horizon`` = the
     unit's, ``test_horizon`` = the test's, as :meth:`ProtocolRunner.test` builds it) when its
     config file says another ``horizon`` than the unit's (a test entry's own ``config`` of
-    another horizon, e.g. ``uniform_emissions_niv_t3.py`` under a T=6 run); {} otherwise. The
-    row records them in ``settings.cfg_options``, so that the row says how its config was
-    run: ``tools/report.py`` compares the row with the config read with them, instead of
-    refusing the protocol's own row as "another run or an edited one"."""
-    if config_with_options(spec.config, options).get('horizon') in (None, unit.horizon):
+    another horizon, e.g. ``uniform_emissions_niv_t3.py`` under a T=6 run), or another
+    ``test_horizon`` than a test at the unit's horizon (a run of
+    ``vpn_niv_t6_eval_t3.py`` tests at T=6); {} otherwise. The row records them in
+    ``settings.cfg_options``, so that the row says how its config was run:
+    ``tools/report.py`` compares the row with the config read with them, instead of refusing
+    the protocol's own row as "another run or an edited one"."""
+    cfg = config_with_options(spec.config, options)
+    if cfg.get('horizon') in (None, unit.horizon) and (
+            spec.horizon != unit.horizon or cfg.get('test_horizon') in (None, spec.horizon)):
         return {}
     return {'horizon': unit.horizon, 'test_horizon': spec.horizon}
 
