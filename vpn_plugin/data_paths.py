@@ -1709,6 +1709,7 @@ def read_config_file(path):
     once per content of its chain (:func:`config_content`, ``path`` as given): a protocol,
     its dry run, a test suite read the same configs again (~50 ms CPU each, ~1 ms so); each
     caller gets its own copy."""
+    check_config_file(path)  # (a regular file of a config's kind, before its chain is read)
     source = os.path.realpath(path) if Path(path).is_symlink() else str(path)
     try:
         files = config_files(source)
@@ -1728,10 +1729,9 @@ def _repository_config(path: str, content: str):
 
 
 def _read_config_file(path):
-    """:func:`read_config_file`, read now."""
+    """:func:`read_config_file`, read now (``path`` checked by it)."""
     from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
-    check_config_file(path)
     for file in config_chain(path):  # mmengine reads each file as UTF-8
         check_utf8(file)
         check_quoted_base_references(file)
