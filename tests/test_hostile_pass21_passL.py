@@ -125,7 +125,8 @@ def test_options_restating_the_configs_values_are_not_another_run(tmp_path):
             (['train_dataloader.dataset.video_list=other.json'],
              {'train_dataloader.dataset.video_list': 'other.json'})]:
         args = _llm_args(config, '--cfg-options', *options)
-        assert tool.changing_options(args, load_config(config, args.cfg_options)) == changing
+        assert tool.changing_options(args, load_config(config, args.cfg_options)) == (
+            changing, {})  # no data flag given (the nineteenth pass: D4)
 
 
 @pytest.mark.parametrize('flags', [['--frames-fps', '2'], ['--num-frames', '4'],

@@ -233,39 +233,34 @@ def test_a_constant_rate_refusal_still_names_the_files_own_rate():
 
 
 # ------------------------------------ 7: the reply cache keyed on what decides the reply
-def test_a_server_restarted_on_another_port_is_served_from_the_cache(tmp_path):
-    """Before (passL): the reply-cache key held the endpoint's port: the same server (model,
-    prompt, sampling) restarted on another port missed every entry and was paid again. Now
-    the key holds the endpoint without its port; another model still misses, and an edited
-    entry is still discarded (the keyed checksum)."""
+def test_the_same_server_is_served_from_the_cache(tmp_path):
+    """The same endpoint and model are served from the cache; an edited entry is discarded
+    (the keyed checksum). closing16 item 7 dropped the port from the key, which scored a second
+    server on the host with the first one's replies: the port is kept again (passL K1 of the
+    nineteenth pass, tests/test_hostile_pass22_passL.py)."""
     from fake_openai_server import FakeOpenAIServer
     from vpn_plugin.baselines.llm.backends import OpenAIChatBackend
     messages = [{'role': 'user', 'content': 'plan it'}]
-    reply = lambda prompt, attempt: {'text': '[1, 2, 3]'}  # noqa: E731
-
-    def ask(server, model='m'):
-        return OpenAIChatBackend(server.base_url, model, cache_dir=tmp_path / 'cache',
-                                 max_retries=0).complete(messages)
-    with FakeOpenAIServer(reply) as first:
-        assert not ask(first).cached and len(first.requests) == 1
-    with FakeOpenAIServer(reply) as second:
-        assert second.base_url != first.base_url
-        assert ask(second).cached and second.requests == []
-        assert not ask(second, model='other').cached and len(second.requests) == 1
-        (entry,) = [p for p in (tmp_path / 'cache').glob('*/*.json')
-                    if json.loads(p.read_text())['request']['model'] == 'm']
+    with FakeOpenAIServer(lambda prompt, attempt: {'text': '[1, 2, 3]'}) as server:
+        def ask():
+            return OpenAIChatBackend(server.base_url + '/', 'm', cache_dir=tmp_path / 'cache',
+                                     max_retries=0).complete(messages)
+        assert not ask().cached and len(server.requests) == 1
+        assert ask().cached and len(server.requests) == 1
+        (entry,) = (tmp_path / 'cache').glob('*/*.json')
         entry.write_text(entry.read_text().replace('[1, 2, 3]', '[3, 2, 1]'))
-        assert not ask(second).cached and len(second.requests) == 2
+        assert not ask().cached and len(server.requests) == 2
 
 
-def test_the_cache_endpoint_drops_only_the_port():
-    """Guard: host, scheme and path still tell servers apart; a local model's endpoint (its
-    files' hash) is kept whole."""
+def test_the_cache_endpoint_drops_only_the_default_port():
+    """Guard: host, scheme, port and path tell servers apart; a default port, case and a
+    trailing slash do not; a local model's endpoint (its files' hash) is kept whole."""
     from vpn_plugin.baselines.llm.backends import cache_endpoint
-    assert cache_endpoint('http://127.0.0.1:8001/v1') == 'http://127.0.0.1/v1'
-    assert cache_endpoint('http://LocalHost:8000/v1/') == 'http://localhost/v1'
-    assert cache_endpoint('https://api.example.org/v1') == 'https://api.example.org/v1'
-    assert cache_endpoint('http://[::1]:9000/v1') == 'http://[::1]/v1'
+    assert cache_endpoint('http://127.0.0.1:8001/v1') == 'http://127.0.0.1:8001/v1'
+    assert cache_endpoint('http://127.0.0.1:8001/v1') != cache_endpoint('http://127.0.0.1:8002/v1')
+    assert cache_endpoint('HTTP://LocalHost:80/v1/') == 'http://localhost/v1'
+    assert cache_endpoint('https://api.example.org:443/v1') == 'https://api.example.org/v1'
+    assert cache_endpoint('http://[::1]:9000/v1') == 'http://[::1]:9000/v1'
     assert cache_endpoint('http://a.example:1/v1') != cache_endpoint('http://b.example:1/v1')
     assert cache_endpoint('transformers:cpu files sha256:ab') == 'transformers:cpu files sha256:ab'
 

@@ -68,13 +68,27 @@ def test_the_slurm_tests_custom_hooks_comprehension_is_read_as_mmengine_builds_i
 
 
 def test_a_comprehension_beyond_the_bound_is_unread_not_computed(tmp_path, monkeypatch, capsys):
-    """Nested comprehensions share one bound per statement (10**6 items; 100 here): a config
-    cannot make the reader loop 10**12 times."""
+    """Nested comprehensions share one bound per file (10**5 items; 200 here): a config
+    cannot make the reader loop 10**12 times, nor add up many statements under the bound."""
+    from vpn_plugin import data_paths
+    monkeypatch.setattr(data_paths, 'SIZE_BOUND', 200)
+    path = _config(tmp_path, H + "y = [1] * 50\nz = ('a' * 20).join(['b'] * 20)\n"
+                                 "x = [[j for j in 'a' * 60] for i in 'ab']\n")
+    _check(path)
+    err = capsys.readouterr().err
+    assert f'x ({path}:5, a comprehension of more than 200 items' in err
+    assert f'z ({path}:4, a call of .join, too large to compute here)' in err
+    assert f'y ({path}' not in err  # [1] * 50: within the bound
+
+
+def test_statements_under_the_bound_share_one_bound_per_file(tmp_path, monkeypatch, capsys):
     from vpn_plugin import data_paths
     monkeypatch.setattr(data_paths, 'SIZE_BOUND', 100)
-    path = _config(tmp_path, H + "x = [[j for j in 'a' * 60] for i in 'ab']\ny = [1] * 50\n")
+    path = _config(tmp_path, H + "a = [i for i in 'a' * 40]\nb = [i for i in 'b' * 40]\n")
     _check(path)
-    assert f'x ({path}:3, a comprehension of more than 100 items' in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f'a ({path}' not in err  # 80 items
+    assert f'b ({path}:4, ' in err  # 80 more: over the file's 100
 
 
 # expressions the reader now computes as Python does (were refused as outside the subset)
@@ -254,22 +268,26 @@ def test_a_base_placeholder_inside_a_text_is_refused_naming_its_line(tmp_path):
         read_config_safely(path)
 
 
-# ------------------------------------ 5: a server restarted on another port is the same row
-def test_a_server_on_another_port_is_the_same_row_as_the_cache_says():
-    """Before (fixKnown s16): the reply cache keys an endpoint without its port, but a row's
-    ``settings.base_url`` kept it: a rerun after a restart on another port was another row
-    (not replaced) and report refused its seeds as "differ in settings". Another host or path
-    is another row (guard)."""
+# ------------------------------------ 5: a row's endpoint compared as the reply cache keys it
+def test_an_endpoint_spelt_another_way_is_the_same_row_as_the_cache_says():
+    """Before (fixKnown s16): a row's ``settings.base_url`` was compared as written, while the
+    reply cache keys the endpoint (``backends.cache_endpoint``): the same server spelt another
+    way was another row (not replaced) and report refused its seeds as "differ in settings".
+    Another port, host or path is another server, in the cache (passL K1 of the nineteenth
+    pass: the port is part of the key again) and in the row (guard)."""
     from dataclasses import replace
     from test_report import make_rows
     from vpn_plugin.protocol.report import build_table
     rows = make_rows('LLM', [2.0, 3.0, 1.0, 4.0, 2.5])
-    for port, row in zip(range(8000, 8005), rows):
-        row.settings = {'backend': 'openai', 'base_url': f'http://LocalHost:{port}/v1'}
+    for url, row in zip(('http://LocalHost:8000/v1', 'http://localhost:8000/v1/',
+                         'HTTP://localhost:8000/v1', 'http://localhost:8000/v1',
+                         'http://LOCALHOST:8000/v1//'), rows):
+        row.settings = {'backend': 'openai', 'base_url': url}
     build_table(rows, ('success_rate',))  # the seeds are one run setting
-    again = replace(rows[0], settings={'backend': 'openai', 'base_url': 'http://localhost:9/v1'})
+    again = replace(rows[0], settings={'backend': 'openai',
+                                       'base_url': 'http://localhost:8000/v1'})
     assert again.key() == rows[0].key()  # a rerun replaces the row
-    for url in ('http://otherhost:8000/v1', 'http://localhost:8000/v2'):
+    for url in ('http://otherhost:8000/v1', 'http://localhost:8000/v2', 'http://localhost:9/v1'):
         assert replace(rows[0], settings={'backend': 'openai', 'base_url': url}).key() \
             != rows[0].key()
 

@@ -338,15 +338,15 @@ def test_failed_requests_are_counted_in_the_row_only_with_allow_failures(
 
 
 def test_cache_key_covers_the_base_url(tiny_config, tmp_path):
-    """Another host is another server: no reply from the cache (the port alone is not:
-    test_known_s16, a server restarted on another port)."""
+    """Another host is another server: no reply from the cache (another port too:
+    test_known_s16)."""
     tool = load_tool('llm_eval')
     with FakeOpenAIServer(echo_anchors) as first:
         run_tool(tool, first, tiny_config, tmp_path)
     always_first = lambda prompt, attempt: {'text': json.dumps(  # noqa: E731
         {'plan': [int(re.search(r'\(ids\): \[(\d+)', prompt).group(1))] * 3})}
     with FakeOpenAIServer(always_first) as second:
-        # another host (the port alone is no other endpoint: backends.cache_endpoint)
+        # another host (backends.cache_endpoint)
         other_host = SimpleNamespace(base_url=second.base_url.replace('127.0.0.1', 'localhost'))
         summary = run_tool(tool, other_host, tiny_config, tmp_path)
         assert len(second.requests) == LIMIT  # another server: no reply from the cache

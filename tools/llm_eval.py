@@ -156,24 +156,27 @@ def check_used_options(cfg_options) -> None:
                          'set by flags (see --help), so these options would be ignored')
 
 
-def changing_options(args, cfg) -> dict:
-    """The ``--cfg-options`` that change the datasets llm_eval reads (``cfg``: the config with
-    all of them): an option restating the config's own value (``horizon=3`` on a T=3 config,
-    ``test_dataloader.dataset.split=test``) is the same run, never another results row beside
-    it. An option whose removal the config cannot load without is kept."""
+def changing_options(args, cfg) -> tuple:
+    """The ``--cfg-options`` and the data flags (``--data-root``, ``--feature-dir``) that change
+    the datasets llm_eval reads (``cfg``: the config with all of them), as two dicts: an option
+    or flag restating the config's own value (``horizon=3`` on a T=3 config,
+    ``test_dataloader.dataset.split=test``, ``--data-root`` of the config's own data root) is
+    the same run, never another results row beside it. One whose removal the config cannot
+    load without is kept."""
     def datasets(config):
         return [config.get(key) for key in ('train_dataloader', 'test_dataloader')]
-    options, changing = dict(args.cfg_options or {}), {}
-    for key, value in options.items():
-        rest = {k: v for k, v in options.items() if k != key}
+
+    def changes(options, paths) -> bool:
         try:
-            same = datasets(load_config(args.config, rest or None,
-                                        **data_path_args(args))) == datasets(cfg)
+            return datasets(load_config(args.config, options or None, **paths)) != datasets(cfg)
         except (ValueError, TypeError, KeyError, OSError, SystemExit):
-            same = False
-        if not same:
-            changing[key] = value
-    return changing
+            return True
+    options, paths = dict(args.cfg_options or {}), data_path_args(args)
+    changing = {key: value for key, value in options.items()
+                if changes({k: v for k, v in options.items() if k != key}, paths)}
+    changing_paths = {name: folder for name, folder in paths.items() if folder is not None
+                      and changes(options, dict(paths, **{name: None}))}
+    return changing, changing_paths
 
 
 def load_datasets(args):
@@ -184,7 +187,7 @@ def load_datasets(args):
     from vpn_plugin.datasets.planning_dataset import check_split_disjoint
     check_used_options(args.cfg_options)
     cfg = load_config(args.config, args.cfg_options, **data_path_args(args))
-    args.cfg_options = changing_options(args, cfg)
+    args.cfg_options, args.changing_data_paths = changing_options(args, cfg)
     for key in ('train_dataloader', 'test_dataloader'):
         if not isinstance(cfg.get(key), dict) or 'dataset' not in cfg[key]:
             raise SystemExit(f'{args.config}: {key} = {cfg.get(key)!r}; needs {key}.dataset '
@@ -300,9 +303,9 @@ def run_settings(args, num_windows: int, num_test_windows: int, examples=()) -> 
                 'example_draw': EXAMPLE_DRAW}
     if settings['limit'] is not None:  # which windows a limit draws (core.stats.SAMPLE_DRAW)
         settings['sample_draw'] = SAMPLE_DRAW
-    for name, folder in data_path_args(args).items():  # other data: other windows, another run
-        if folder is not None:  # (a run on its own config's data records none: as before)
-            settings[name] = row_config_path(folder)
+    # other data: other windows, another run (a run on its own config's data records none)
+    for name, folder in getattr(args, 'changing_data_paths', {}).items():
+        settings[name] = row_config_path(folder)
     if examples and min(examples) < args.num_examples:
         settings['examples_per_prompt'] = [min(examples), max(examples)]
     if args.vlm:

@@ -89,7 +89,7 @@ def write_action_features(args, pooling: str) -> None:
     out = save_array(args.out, features)
     print(f'{plain_text(out)}: {tuple(features.shape)} (N actions, Dt = {features.shape[1]}; '
           f'{pooling} features of the action names); in the config: '
-          f'{text_config(out, args.encoder)}')
+          f'model.text_dim={features.shape[1]}, {text_config(out, args.encoder)}')
 
 
 def text_config(out, encoder) -> str:

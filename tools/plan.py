@@ -153,6 +153,7 @@ def plan_video(args, cfg) -> None:
                                        args.goal_time, recipe_from_args(args), args.split,
                                        return_features=True, task=task)
     print_features_note([sample])
+    print_draw_note(model, None)
     damage = sample.metainfo.get('damage', '')
     if damage:  # as extract_features says it (and records it in the features file)
         print(f'WARNING: {plain_text(args.video)}: {damage}')
@@ -184,6 +185,7 @@ def plan_features(args, cfg) -> None:
         print(f'{plain_text(args.features)} from {args.start_time:g} s to {args.goal_time:g} s is '
               f'window {index} of the {args.split} split: planned as its test planned it')
     print_features_note([sample])
+    print_draw_note(model, index)
     note = feature_file_note(model, args.features)  # a training video's file of other content
     if note:
         print(f'WARNING: {note}')
@@ -231,6 +233,18 @@ def print_unchecked(model, checkpoint) -> None:
     if model.unchecked_checkpoint:
         print(f'*** UNCHECKED checkpoint {checkpoint}: it records no '
               f'{", ".join(model.unchecked_checkpoint)} (unchecked_checkpoint=True) ***')
+
+
+def print_draw_note(model, index) -> None:
+    """A NOTE when a stochastic planner (PDPP, KEPP: ``apis.inference.draws_noise``) planned
+    observations of no dataset window (``index`` None): its noise came from torch's unseeded
+    global stream, so the plan printed is one draw and another run may print another."""
+    from vpn_plugin.apis.inference import draws_noise
+    if index is None and draws_noise(model):
+        print(f'NOTE: {type(model).__name__} plans from random noise, drawn here from torch\'s '
+              'global stream (unseeded): this plan is one draw, another run may print another; '
+              'a file of the --split feature folder at the times of one of its windows is '
+              'planned as its test planned it')
 
 
 def print_features_note(samples) -> None:

@@ -207,6 +207,20 @@ def _is_bool(value) -> bool:
     return isinstance(value, bool) or (numpy is not None and isinstance(value, numpy.bool_))
 
 
+def bool_among(values):
+    """The first True or False inside nested lists / tuples ``values``, else None: numpy reads
+    ``[True, 2]`` as the integers ``[1, 2]``, so a reader of integer ids (action plans,
+    sequences) asks this before ``np.asarray`` (an array of dtype bool it refuses itself)."""
+    stack = [values]
+    while stack:
+        value = stack.pop()
+        if _is_bool(value):
+            return value
+        if isinstance(value, (list, tuple)):
+            stack.extend(reversed(value))
+    return None
+
+
 def _literal_matches(value, choice) -> bool:
     """``value`` is the ``Literal`` choice: equal and of its kind (a numpy string or integer of
     the same value is; a bool is no 1, a '1' no 1)."""
@@ -378,6 +392,28 @@ def checked_arguments(function=None, *, prefix: str | None = None):
         for name, value in bound.arguments.items():
             if name in declared:
                 check_value(where(name), value, declared[name])
-        return function(*args, **kwargs)
+                bound.arguments[name] = plain_numbers(value)
+        return function(*bound.args, **bound.kwargs)
     wrapper.checked_arguments = True  # the marker tests walk the package for
     return wrapper
+
+
+def plain_numbers(value):
+    """``value`` with every numpy bool, integer or float in it (itself, or an item of a list,
+    tuple or dict) as the Python ``bool`` / ``int`` / ``float`` of the same value: the kinds
+    accept numpy's scalars, and torch refuses some of them where a Python one is expected
+    (``torch.Generator().manual_seed(np.int64(0))``, ``is_causal=np.True_``); ``value`` itself
+    when it holds none."""
+    numpy = sys.modules.get('numpy')
+    if numpy is None:
+        return value
+    if isinstance(value, numpy.generic) and value.dtype.kind in 'biuf':
+        return value.item()
+    if type(value) in (list, tuple):
+        items = [plain_numbers(item) for item in value]
+        return value if all(a is b for a, b in zip(items, value)) else type(value)(items)
+    if isinstance(value, dict):
+        items = {key: plain_numbers(item) for key, item in value.items()}
+        return value if all(items[key] is item for key, item in value.items()) \
+            else type(value)(items)
+    return value

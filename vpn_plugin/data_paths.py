@@ -554,6 +554,7 @@ def literal_assignments(file: Path, base: dict | None = None, strict: bool = Tru
     base = base or {}
     names: dict = {} if file.suffix == '.py' else _safe_mapping(file, text)
     tree = _parse_config(file, text, placeholders) if file.suffix == '.py' else None
+    _ITEMS_LEFT[0] = SIZE_BOUND  # one bound for the whole file: its statements cannot add up
     for node in tree.body if tree else ():
         try:
             _read_statement(node, names, base)
@@ -631,7 +632,6 @@ def _read_statement(node, names: dict, base: dict) -> None:
     """One top-level statement of :data:`LITERAL_SUBSET` into ``names`` (``ValueError``
     saying why when it is outside)."""
     import ast
-    _ITEMS_LEFT[0] = SIZE_BOUND
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
         return  # a docstring
     if isinstance(node, ast.Assign):
@@ -748,8 +748,8 @@ READ_METHODS = frozenset((
     'capitalize'))
 SPREAD = object()  # the key of a ``**value`` item of a dict display
 TEXTS = (str, int, float, complex, bool, type(None), bytes)  # what an f-string prints as read
-SIZE_BOUND = 10 ** 6  # longer texts / lists and comprehensions of more items are not computed
-_ITEMS_LEFT = [SIZE_BOUND]  # the items the comprehensions of the statement read may still make
+SIZE_BOUND = 10 ** 5  # longer texts / lists and comprehensions of more items are not computed
+_ITEMS_LEFT = [SIZE_BOUND]  # the items the comprehensions of the file read may still make
 DIGITS_BOUND = 4300  # Python's limit for writing an int as text (sys.get_int_max_str_digits)
 
 
@@ -1106,6 +1106,9 @@ def _literal_call(node, names: dict, base: dict):
         function = _python(node, getattr, owner, name)  # (5).split: Python refuses it
         if type(owner) not in (str, bytes, list, tuple, dict, set):
             return _not_computed(node, f'a call of .{name} of a {type(owner).__name__}')
+        if name == 'join' and args and isinstance(args[0], (list, tuple)) \
+                and len(owner) * len(args[0]) > SIZE_BOUND:  # 'a' * 10**6 between 10**6 items
+            return _not_computed(node, f'a call of .{name}, too large to compute here')
         return _python(node, function, *args, **keywords)
     if name not in CONSTRUCTORS or name in names:
         return _not_computed(node, f'a call of {name}')
@@ -1706,6 +1709,7 @@ def read_config_file(path):
     once per content of its chain (:func:`config_content`, ``path`` as given): a protocol,
     its dry run, a test suite read the same configs again (~50 ms CPU each, ~1 ms so); each
     caller gets its own copy."""
+    check_config_file(path)  # (a regular file of a config's kind, before its chain is read)
     source = os.path.realpath(path) if Path(path).is_symlink() else str(path)
     try:
         files = config_files(source)
@@ -1725,10 +1729,9 @@ def _repository_config(path: str, content: str):
 
 
 def _read_config_file(path):
-    """:func:`read_config_file`, read now."""
+    """:func:`read_config_file`, read now (``path`` checked by it)."""
     from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
-    check_config_file(path)
     for file in config_chain(path):  # mmengine reads each file as UTF-8
         check_utf8(file)
         check_quoted_base_references(file)
@@ -2138,22 +2141,25 @@ def _require_datasets_moved(cfg, root: str) -> None:
     """``--data-root`` moved ``data_root``: a train/val/test dataset whose ``data_root`` is
     not built from it (an absolute path elsewhere) would stay where it is while the paths built
     from the variable (the model's text features) move: refused, naming it. A path that is
-    inside the new root (through links too) is left alone."""
-    real = os.path.realpath(root)
+    inside the new root, as written or through links, is left alone."""
     for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         dataset = (cfg.get(loader) or {}).get('dataset') if hasattr(cfg.get(loader), 'get') \
             else None
         value = dataset.get('data_root') if hasattr(dataset, 'get') else None
         if not isinstance(value, str) or '{' in value:
             continue
-        where = os.path.realpath(value)
-        if where != real and not where.startswith(real.rstrip(os.sep) + os.sep):
+        if not any(_at_or_below(spell(value), spell(root))  # a dataset folder that is a
+                   for spell in (os.path.abspath, os.path.realpath)):  # link: passT H07
             raise ValueError(f'{_name(cfg)}: --data-root {root}: {loader}.dataset.data_root='
                              f'{value!r} is not built from the variable data_root, so it would '
                              'stay where it is while the paths built from data_root move; '
                              "expected it written as '{data_root}/<dataset>' (as "
                              'configs/_base_/datasets/ do), or set it with --cfg-options '
                              f'{loader}.dataset.data_root=DIR')
+
+
+def _at_or_below(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def _name(cfg) -> str:
@@ -2202,7 +2208,10 @@ def _relocate(cfg, targets: dict, literals: dict, unset=()) -> None:
     def move(key: str, text: str) -> str:
         text = _fill(text, targets)
         for name in order:
-            old = literals[name].rstrip('/')
+            old, new = literals[name].rstrip('/'), targets[name].rstrip('/')
+            if new.startswith(old + '/') and (text == new or text.startswith(new + '/')):
+                break  # already at a target below the file's root: moved again, it nested
+                # (--data-root ROOT/sub named ROOT/sub/sub/sub/..., a valid root refused)
             if text == literals[name] or text.startswith(old + '/'):
                 text = targets[name] + text[len(old):]
                 break
@@ -2265,7 +2274,8 @@ def check_split_locations(cfg) -> None:
             dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset') or {}
             if hasattr(dataset, 'get') and dataset.get(key) is not None:
                 values[f'{split}_dataloader.dataset.{key}'] = str(dataset[key])
-        if len(set(values.values())) > 1:
+        if len({os.path.realpath(value) for value in values.values()}) > 1:  # a link to the
+            # same folder is the same folder (P4: a symlinked test feature_dir was refused)
             listed = ', '.join(f'{where}={value!r}' for where, value in values.items())
             raise ValueError(f'{_name(cfg)}: the splits read different {key}s: {listed}. '
                              'Move them together with the top-level variable: --cfg-options '

@@ -474,6 +474,13 @@ def plan_from_features(model, start, goal, task=None, index=None):
     return samples
 
 
+def draws_noise(model) -> bool:
+    """Whether ``model`` samples its plans from random noise (a diffusion planner, PDPP or
+    KEPP: a module of it seeds its draws with ``sampling_seed``), so that observations of no
+    dataset window (``plan_from_features`` without ``index``) get one draw of it."""
+    return any(hasattr(module, 'sampling_seed') for module in model.modules())
+
+
 def window_index(cfg, split: Split, feature_file, start, goal) -> Optional[int]:
     """The index in ``cfg``'s ``split`` dataset of the window whose observations are exactly
     ``start``, ``goal`` (D,) (:func:`video_observations` of ``feature_file``), when

@@ -57,7 +57,7 @@ def pkg_beam_search(log_transitions: torch.Tensor, first: torch.Tensor, last: to
         log_transitions: (N, N) log transition probabilities [from, to], -inf for no edge.
         first: (B,) long first actions.
         last: (B,) long last actions.
-        horizon: T >= 1 (T = 1 returns ``first``).
+        horizon: T >= 1 (T = 1 returns ``first``, score -inf where ``last`` differs).
         beam_width: number of prefixes kept per step.
     Returns:
         paths (B, T) long and scores (B,) (log probability of each path).
@@ -70,8 +70,9 @@ def pkg_beam_search(log_transitions: torch.Tensor, first: torch.Tensor, last: to
     for name, ids in (('first', first), ('last', last)):
         if len(ids) and (ids.min() < 0 or ids.max() >= num_actions):
             raise ValueError(f'{name} actions must be in [0, {num_actions}), got {ids.tolist()}')
-    if horizon == 1:
-        return first[:, None].clone(), torch.zeros(len(first), dtype=log_transitions.dtype)
+    if horizon == 1:  # a one-step path is its first action: feasible iff it is the last one
+        scores = torch.zeros(len(first), dtype=log_transitions.dtype, device=first.device)
+        return first[:, None].clone(), scores.masked_fill(first != last, float('-inf'))
     paths, scores = [], []
     for a, b in zip(first.tolist(), last.tolist()):
         path, score = _beam_search_one(log_transitions, a, b, horizon, beam_width)

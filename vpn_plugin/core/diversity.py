@@ -10,6 +10,7 @@ import numpy as np
 
 from ..config_types import Count, checked_arguments
 from .metrics import as_plans
+from .pkg import pkg_row_tolerance
 
 SUM_TOLERANCE = 1e-9
 
@@ -25,11 +26,17 @@ def plan_distribution(plans) -> dict:
 
 def _check_distribution(distribution: dict, name: str) -> np.ndarray:
     """The probabilities of ``distribution`` (finite, >= 0, summing to 1), else ValueError."""
-    probs = np.array(list(distribution.values()), dtype=np.float64)
+    values = list(distribution.values())
+    probs = np.array(values, dtype=np.float64)
+    # at the scale of the values: float32 probabilities of 1/3 sum to 1 + 3e-8
+    tolerance = max((float(pkg_row_tolerance(dtype, len(values), SUM_TOLERANCE))
+                     for dtype in {getattr(v, 'dtype', np.dtype(np.float64)) for v in values}),
+                    default=SUM_TOLERANCE)
     if not (np.isfinite(probs).all() and (probs >= 0).all()
-            and abs(probs.sum() - 1.0) <= SUM_TOLERANCE):
-        raise ValueError(f'{name} has probabilities {probs.tolist()[:8]} (sum {probs.sum():g}); '
-                         'expected finite values >= 0 summing to 1 (plan_distribution)')
+            and abs(probs.sum() - 1.0) <= tolerance):
+        raise ValueError(f'{name} has probabilities {probs.tolist()[:8]} (sum '
+                         f'{float(probs.sum())!r}); expected finite values >= 0 summing to 1 '
+                         '(plan_distribution)')
     return probs
 
 

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ..config_types import (Count, Fraction, NonNegative, Probability, Range, Seed,
-                            checked_arguments)
+                            bool_among, checked_arguments)
 from .viterbi import ROW_SUM_TOLERANCE as DECODER_ROW_TOLERANCE
 
 CountMode = Literal['window', 'video']
@@ -63,7 +63,11 @@ def _integer_ids(sequence, name: str) -> np.ndarray:
     if getattr(getattr(sequence, 'device', None), 'type', None) == 'meta':
         raise ValueError(f'{name} is a tensor on the meta device, which holds no values; '
                          'expected action ids with data (cpu or cuda)')
-    array = np.asarray(list(sequence))
+    values = list(sequence)
+    if bool_among(values) is not None:
+        raise TypeError(f'{name} holds {bool_among(values)!r} among its action ids; expected '
+                        'integer action ids (a bool would be read as the id 0 or 1)')
+    array = np.asarray(values)
     if array.size and not np.issubdtype(array.dtype, np.integer):
         raise TypeError(f'{name} holds {array.dtype} values {array.tolist()}; '
                         'expected integer action ids')
@@ -116,15 +120,15 @@ def check_pkg(pkg, name: str = 'pkg') -> np.ndarray:
     return array
 
 
-def pkg_row_tolerance(dtype, entries) -> np.ndarray:
-    """How far from 1 a PKG row of ``entries`` non-zero probabilities stored in ``dtype`` may
-    sum: ``ROW_SUM_TOLERANCE``, or the dtype's rounding of each entry where that is coarser
+def pkg_row_tolerance(dtype, entries, floor: float = ROW_SUM_TOLERANCE) -> np.ndarray:
+    """How far from 1 a PKG row (any distribution) of ``entries`` non-zero probabilities stored
+    in ``dtype`` may sum: ``floor``, or the dtype's rounding of each entry where that is coarser
     (float16 rounds each by up to 2^-11 relative); ``dtype`` a numpy or a torch dtype."""
     if isinstance(dtype, torch.dtype):  # bfloat16 has no numpy dtype
         eps = float(torch.finfo(dtype).eps) if dtype.is_floating_point else 0.0
     else:
         eps = float(np.finfo(dtype).eps) if np.dtype(dtype).kind == 'f' else 0.0
-    return np.maximum(ROW_SUM_TOLERANCE, eps * np.asarray(entries, np.float64))
+    return np.maximum(floor, eps * np.asarray(entries, np.float64))
 
 
 def _normalise_rows(counts: np.ndarray) -> np.ndarray:

@@ -37,6 +37,9 @@ RESAMPLES_LIMIT_WHY = ("the authors' draw costs about 18 s and 200 MB per table 
 MIN_RESAMPLES = 20
 RESAMPLES_FLOOR_WHY = ('a 90 % percentile interval needs enough resamples for its 5 % and '
                        '95 % quantiles to be distinct order statistics; the authors use 1000')
+# Scores that differ by less than this share of their size differ by round-off only (a float64
+# carries about 16 digits; sums of a few hundred scores lose a few): no significant difference
+ROUND_OFF = 1e-12
 ConfidenceLevel = Annotated[float, Range(0, 1, low_open=True, high_open=True)]  # 0.90: 90 %
 
 
@@ -201,7 +204,8 @@ def bootstrap_difference(a, b, num_resamples: Count = AUTHORS_RESAMPLES,
     ``paired=False`` (default, the paper): each replicate draws A* from ``a`` and B* from
     ``b`` independently (seed i of two models is not a matched pair), delta* = mean(A*) -
     mean(B*). ``paired=True`` (``a[i]``, ``b[i]`` share seed i) resamples pair indices jointly.
-    [low, high] is the percentile interval of delta*; ``significant`` iff 0 lies outside it.
+    [low, high] is the percentile interval of delta*; ``significant`` iff 0 lies outside it
+    by more than round-off (:data:`ROUND_OFF` of the largest score).
     """
     check_resamples(num_resamples, level=level)
     a, b = _as_scores(a, 'a'), _as_scores(b, 'b')
@@ -218,7 +222,11 @@ def bootstrap_difference(a, b, num_resamples: Count = AUTHORS_RESAMPLES,
         deltas = (a[_resample_indices(rng, len(a), num_resamples)].mean(1)
                   - b[_resample_indices(rng, len(b), num_resamples)].mean(1))
     low, high = _percentiles(deltas, level)
-    return float(a.mean() - b.mean()), low, high, not (low <= 0.0 <= high)
+    # an interval that leaves out 0 by no more than round-off (scores equal but for their
+    # last bits: one metric summed in another order) is no difference: compared at the
+    # scale of the scores, never at the last bit of their floats
+    noise = ROUND_OFF * max(float(np.abs(a).max()), float(np.abs(b).max()))
+    return float(a.mean() - b.mean()), low, high, not (low <= noise and high >= -noise)
 
 
 # How ``limit`` windows are drawn (a results row's ``settings.sample_draw``, test_metrics.json's

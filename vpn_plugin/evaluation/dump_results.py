@@ -1,12 +1,15 @@
 """``AtomicDumpResults`` (METRICS): mmengine's ``DumpResults`` (``tools/test.py --out``) written
 atomically, so a full disk or an unwritable folder leaves no 0-byte or truncated pickle."""
-from mmengine.evaluator import DumpResults
+from typing import Optional
+
+from mmengine.evaluator import BaseMetric, DumpResults
 from mmengine.fileio import dump
 from mmengine.logging import print_log
 
 from mmaction.registry import METRICS
 
 from ..errors import OutputWriteError, replace_atomically
+from ..outputs import has_suffix
 
 
 @METRICS.register_module()
@@ -16,6 +19,16 @@ class AtomicDumpResults(DumpResults):
     from warning "The prefix is not set" on every ``--out``."""
 
     default_prefix = 'dump'
+
+    def __init__(self, out_file_path: str, collect_device: str = 'cpu',
+                 collect_dir: Optional[str] = None):
+        # mmengine's check compares the suffix with its case: `--out preds.PKL`, which
+        # tools/test.py accepts (outputs.has_suffix, the one rule), was refused by it
+        if not has_suffix(out_file_path, ('.pkl', '.pickle')):
+            raise ValueError(f'--out {out_file_path}: expected a file name ending in .pkl or '
+                             '.pickle (the predictions pickle of tools/test.py)')
+        BaseMetric.__init__(self, collect_device=collect_device, collect_dir=collect_dir)
+        self.out_file_path = out_file_path
 
     def compute_metrics(self, results: list) -> dict:
         replace_atomically(

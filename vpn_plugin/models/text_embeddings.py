@@ -398,9 +398,26 @@ def _trusted_cache(cache: Path, count: int, allow_encode: bool) -> Optional[torc
 
 def _cache_file(texts: Sequence[str], kind: str, encoder, cache_dir, pooling) -> Path:
     """The cache of ``texts`` encoded by ``encoder`` with ``pooling``, in ``cache_dir``."""
-    name = DEFAULT_ENCODER if is_default_encoder(encoder) else encoder
+    name = DEFAULT_ENCODER if is_default_encoder(encoder) else encoder + _encoder_files(encoder)
     encoder_name = name + ('' if pooling == 'mean' else f':{pooling}')
     return Path(cache_dir) / f'{kind}_{cache_key(encoder_name, texts)}.pt'
+
+
+def _encoder_files(encoder) -> str:
+    """'@<digest>' of the files in the encoder directory ``encoder`` (each one's path and the
+    SHA-256 of its bytes), '' when it is no directory: a cache is of the model the folder holds
+    now, not of its name or its files' time stamps (another model saved there, a fine-tuned one
+    of the same size copied with its times kept, was served the old model's encodings). The
+    default encoder keeps its name as key; another folder is read once per model build."""
+    from ..datasets.file_digests import file_digests
+    folder = Path(str(encoder))
+    if not folder.is_dir():
+        return ''
+    files = sorted(path for path in folder.rglob('*') if path.is_file())
+    listing = [[path.relative_to(folder).as_posix(), digest]
+               for path, digest in zip(files, file_digests(files))]
+    digest = hashlib.sha1(json.dumps(listing).encode())
+    return '@' + digest.hexdigest()[:16]
 
 
 def cache_files(text_cfg, loader: str = 'load_state_features') -> List[str]:

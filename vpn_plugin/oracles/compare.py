@@ -202,7 +202,8 @@ def check_ids(path: Path, arrays: Mapping[str, np.ndarray], counts: Mapping[str,
     for name, count in counts.items():
         ids = arrays.get(name)
         if ids is not None and ids.dtype.kind not in 'iu':
-            raise ValueError(f'{path}: {name} has dtype {ids.dtype}; expected integer ids '
+            recorded = getattr(arrays, 'dtypes', {}).get(name, ids.dtype)
+            raise ValueError(f'{path}: {name} has dtype {recorded}; expected integer ids '
                              f'0..{count - 1}')
         if ids is not None and ids.size and not (ids.min() >= 0 and ids.max() < count):
             raise ValueError(f'{path}: {name} holds ids in [{ids.min()}, {ids.max()}]; expected '
@@ -804,9 +805,10 @@ def read_npz(path: Path) -> Dict[str, np.ndarray]:
     arrays = {name: native_order(value) for name, value in arrays.items()}
     if is_fed_file(path):
         check_finite_arrays(path, arrays)
+    dtypes = {name: value.dtype for name, value in arrays.items()}
     if Path(path).name.endswith('inputs.npz'):
         arrays = {name: int64_ids(float32_if_exact(value)) for name, value in arrays.items()}
-    return RecordedArrays(path, arrays)
+    return RecordedArrays(path, arrays, dtypes)
 
 
 def check_real_arrays(path, arrays: Mapping[str, np.ndarray]) -> None:
@@ -821,14 +823,16 @@ def check_real_arrays(path, arrays: Mapping[str, np.ndarray]) -> None:
 
 
 def int64_ids(value: np.ndarray) -> np.ndarray:
-    """An input array of integers wider than a byte (int16/int32, uint16/uint32) as int64,
-    the official codes' ids and indices (the same values: torch's one_hot and indexing take
-    int64 only, and refused a fixture re-saved with int32 ids by a traceback); bytes (uint8
-    video frames) and int64 stay."""
-    if value.dtype.kind in 'iu' and 1 < value.dtype.itemsize and value.dtype != np.int64 \
-            and value.dtype != np.uint64:
-        return value.astype(np.int64)
-    return value
+    """An input array of integers other than int64 (int8..int32, uint8..uint64 within int64's
+    range) as int64, the official codes' ids and indices (the same values: torch's one_hot and
+    indexing take int64 only, and refused a fixture re-saved with int32, uint8 or uint64 ids
+    by a traceback); video frames (uint8 arrays of 3 or more dimensions) and int64 stay."""
+    if value.dtype.kind not in 'iu' or value.dtype == np.int64 or (
+            value.dtype == np.uint8 and value.ndim >= 3):
+        return value
+    if value.dtype == np.uint64 and value.size and value.max() > np.iinfo(np.int64).max:
+        return value
+    return value.astype(np.int64)
 
 
 def float32_if_exact(value: np.ndarray) -> np.ndarray:
@@ -863,9 +867,10 @@ class RecordedArrays(dict):
     """The arrays of one fixture file; a missing one is a ``KeyError`` naming the file and
     the array (a fixture with arrays removed, not the bare array name)."""
 
-    def __init__(self, path, arrays):
+    def __init__(self, path, arrays, dtypes=None):
         super().__init__(arrays)
         self.path = path
+        self.dtypes = dtypes or {}  # as the file holds them (before int64_ids and the like)
 
     def __missing__(self, key):
         raise KeyError(f'{self.path}: no recorded array {key!r} ({len(self)} arrays there); '

@@ -32,7 +32,8 @@ from vpn_plugin.errors import (OutputWriteError, check_file, check_names, read_j
                                replace_atomically)
 from vpn_plugin.outputs import (FIGURE_MARKER, LINE_BREAK, OVERLAP_TABLE_MARKER, markdown_row,
                                 markdown_text, stem_files)
-from .results import METRIC_LABELS, SHORTENED_MARK, ResultRow, shortened_reason
+from .results import (METRIC_LABELS, SHORTENED_MARK, ResultRow, identity_text,
+                      round_off_twins, shortened_reason)
 
 ONE_COLUMN, TWO_COLUMNS = 3.3, 6.9  # inches
 OKABE_ITO = ('#0072B2', '#D55E00', '#009E73', '#CC79A7', '#E69F00', '#56B4E9', '#000000',
@@ -168,12 +169,25 @@ def check_points(rows, free_variant=()) -> None:
     seen = set()
     for row in rows:
         key = (row.method, row.dataset, row.horizon,
-               tuple(str(row.variant.get(k)) for k in free_variant), row.seed)
+               tuple(identity_text(row.variant.get(k)) for k in free_variant), row.seed)
         if key in seen:
             raise ValueError(f'two rows of {row.method!r} seed {row.seed} (dataset '
                              f'{row.dataset!r}, T={row.horizon}, variant {row.variant}): a '
                              'point counts each seed once; filter with --protocol')
         seen.add(key)
+    first = {}  # (method, dataset, horizon, key) -> {value: row}
+    for row in rows:
+        for name in free_variant:
+            values = first.setdefault((row.method, row.dataset, row.horizon, name), {})
+            value = row.variant.get(name)
+            twin = next((v for v in values if round_off_twins(v, value)), None)
+            if twin is not None:
+                raise ValueError(
+                    f'results rows of {row.method!r} (T={row.horizon}) write one setting two '
+                    f'ways: variant {name}={twin!r} (seed {values[twin].seed}) and {value!r} '
+                    f'(seed {row.seed}) differ by round-off only; expected one value (fix the '
+                    'rows): the figure would split the seeds of one point')
+            values.setdefault(value, row)
 
 
 def shortened_methods(rows) -> dict:
@@ -834,7 +848,8 @@ def seeds_per_group(rows, keys) -> list[int]:
     """Seeds of each (method, dataset, horizon, variant[keys]) point of ``rows``."""
     seeds = {}
     for row in rows:
-        key = (row.method, row.dataset, row.horizon) + tuple(str(row.variant.get(k))
+        # one setting however its number is written (-0.0 and 0.0, 1.0 and 1: identity_text)
+        key = (row.method, row.dataset, row.horizon) + tuple(identity_text(row.variant.get(k))
                                                              for k in keys)
         seeds.setdefault(key, set()).add(row.seed)
     return [len(found) for found in seeds.values()]

@@ -1026,9 +1026,11 @@ def _latex_escape(text: str) -> str:
                          # OT1 (LaTeX's default text font) prints | < > as an em dash, ¡, ¿
                          '|': r'\textbar{}', '<': r'\textless{}', '>': r'\textgreater{}',
                          '~': r'\textasciitilde{}', '^': r'\textasciicircum{}',
-                         # and " as a closing curly quote: the typewriter font has the straight one
-                         '"': r'\texttt{"}'})
+                         # and " as a closing curly quote, ` as an opening one: the typewriter
+                         # font has the straight ones
+                         '"': r'\texttt{"}', '`': r'\textasciigrave{}'})
     text = _LATEX_LINE_BREAKS.sub(' ', text)  # a blank line is \par: no cell nor caption holds one
+    text = _LATEX_CONTROLS.sub(_caret_notation, text)
     return _LATEX_LIGATURES.sub(lambda m: m.group(0)[0] + '{}', ''.join(
         replacements.get(ch, ch) for ch in text))
 
@@ -1039,3 +1041,12 @@ def _latex_escape(text: str) -> str:
 # ('<<' / '>>', T1's « », are written as \textless{} / \textgreater{})
 _LATEX_LIGATURES = re.compile(r"-(?=-)|[?!`](?=`)|'(?=')|,(?=,)")
 _LATEX_LINE_BREAKS = re.compile(rf'\s*(?:{LINE_BREAK.pattern})\s*')  # TeX ends lines at \r too
+# control characters (Unicode Cc) stop pdfLaTeX ("invalid character", "Unicode character ^^[
+# not set up") or act (^^L is \par): written in TeX's own caret notation, as its log shows them
+_LATEX_CONTROLS = re.compile('[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]')
+
+
+def _caret_notation(match) -> str:
+    """``^^[`` for ESC, ``^^?`` for DEL, ``^^85`` for U+0085 (escaped after as text)."""
+    code = ord(match.group(0))
+    return '^^' + (chr(code ^ 0x40) if code < 0x80 else f'{code:02x}')

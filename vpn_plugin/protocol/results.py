@@ -127,6 +127,7 @@ import functools
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import sys
@@ -195,9 +196,10 @@ class ResultRow:
 
 def settings_identity(settings: dict) -> dict:
     """A row's ``settings`` as identities compare them: an LLM run's ``base_url`` as the
-    reply cache keys its endpoint (``baselines.llm.backends.cache_endpoint``: without the
-    port, host in lower case), so that a server restarted on another port, whose replies the
-    cache serves, is the same row."""
+    reply cache keys its endpoint (``baselines.llm.backends.cache_endpoint``: scheme and host
+    in lower case, without a default port or a trailing slash), so that the same server spelt
+    another way, whose replies the cache serves, is the same row (another port is another
+    server, in the cache as in the row)."""
     url = (settings or {}).get('base_url')
     if not isinstance(url, str) or not url:
         return settings
@@ -546,6 +548,12 @@ def append_result(path: PathLike, row: ResultRow) -> bool:
                             if not _is_replaced(old, replaced)]
                      + [row_line(row, path)])
             return True
+        if path.exists() and path.stat().st_nlink > 1:
+            # a hard-linked copy of a protocol folder (cp -al) shares this file with another
+            # folder: appending would add this row there too; a new file breaks the link
+            kept = path.read_text().removesuffix('\n')
+            _rewrite(path, (kept.split('\n') if kept else []) + [row_line(row, path)])
+            return True
         with path.open('a') as handle:
             handle.write(row_line(row, path) + '\n')
     return True
@@ -756,7 +764,24 @@ def _variant_matches(row: ResultRow, key: str, wanted) -> bool:
                          f'{key}={json.dumps(value)} (a string) where the filter {key}='
                          f'{json.dumps(wanted)} asks the number; expected the number as the '
                          'other rows write it (fix that row)')
+    if round_off_twins(value, wanted):
+        raise ValueError(f'row of {row.method!r} seed {row.seed} T={row.horizon} has variant '
+                         f'{key}={value!r}, which differs from the filter {key}={wanted!r} by '
+                         'round-off only (a level computed, e.g. 0.1 * 3); expected one '
+                         'setting written one way (fix that row)')
     return False
+
+
+def round_off_twins(a, b) -> bool:
+    """Whether ``a`` and ``b`` are two numbers (not bools) that differ by round-off only
+    (:data:`core.stats.ROUND_OFF` of their size): one setting written two ways, which a filter
+    or a figure would split."""
+    from vpn_plugin.core.stats import ROUND_OFF
+
+    def number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return (number(a) and number(b) and a != b
+            and math.isclose(a, b, rel_tol=ROUND_OFF, abs_tol=0.0))
 
 
 def _held(rows: list[ResultRow]) -> str:
@@ -782,6 +807,11 @@ def rename_methods(rows: list[ResultRow], renames: list[str], known=None) -> lis
         if not visible_name(new):
             raise ValueError(f'rename {item!r}: the new name {new!r} is empty or invisible; a '
                              'table row needs a name to show')
+        control = sorted({c for c in new if _control_character(c)})
+        if control:  # the rule of a row's method field (row_from_dict), named by the item
+            raise ValueError(f'rename {item!r}: the new name holds the control character(s) '
+                             f'{", ".join(repr(c) for c in control)}; expected a name of '
+                             'printable characters (tabs and line breaks allowed)')
         if old in mapping:
             raise ValueError(f'rename {item!r}: {old!r} is renamed twice; give each method once')
         if known is not None and old not in known:

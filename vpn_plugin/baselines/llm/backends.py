@@ -85,7 +85,7 @@ def _warn(message: str) -> None:
 
 class ResponseCache:
     """One JSON file per request under ``root``, keyed by a hash of everything that changes a
-    reply: the endpoint (base URL without its port, :func:`cache_endpoint`, or the local model),
+    reply: the endpoint (base URL, :func:`cache_endpoint`, or the local model),
     model, messages and sampling params.
 
     Entries are written atomically (temp file + rename) and only for replies that passed
@@ -195,7 +195,9 @@ class ResponseCache:
             raise IsADirectoryError(f'reply cache entry {path} is a folder; expected a JSON '
                                     'file written by this cache (remove the folder: the request '
                                     'is sent again)')
-        if not path.is_file():
+        from vpn_plugin.errors import link_problem
+        broken = link_problem(path)
+        if not path.is_file() and not broken:
             return None
         try:
             entry = json.loads(path.read_text(encoding='utf-8'))
@@ -206,9 +208,11 @@ class ResponseCache:
             problem = self._mismatch(entry, key, request)
         except (ValueError, KeyError, TypeError) as err:  # JSON, fields, checked_reply
             problem = repr(err)
+        except FileNotFoundError:  # counted as discarded by the caller: named, as any other
+            problem = f'it is {broken or "gone (removed while it was read)"}'
         if problem is None:
             return reply
-        path.unlink()
+        path.unlink(missing_ok=True)
         _warn(f'warning: discarded the corrupt cache entry {path} ({problem}); the request is '
               'sent again')
         return None
@@ -349,16 +353,19 @@ class CachedChatBackend:
 
 
 def cache_endpoint(endpoint: str) -> str:
-    """Who answers, as a cache key holds it: an HTTP(S) endpoint without its port (a server
-    restarted on another port answers the same model, prompt and sampling alike: its replies
-    are served from the cache), host in lower case; another backend's endpoint as it is (a
-    local model: its device and files' hash)."""
+    """Who answers, as a cache key holds it: an HTTP(S) endpoint with its scheme and host in
+    lower case and the scheme's default port left out (``http://H:80/v1`` is ``http://h/v1``),
+    another port kept: two servers on one host (two checkpoints served under one model name)
+    answer alike only by chance, so one is never scored with the other's replies. Another
+    backend's endpoint as it is (a local model: its device and files' hash)."""
     from urllib.parse import urlsplit
     parts = urlsplit(endpoint)
     if parts.scheme not in ('http', 'https') or not parts.hostname:
         return endpoint
     host = f'[{parts.hostname}]' if ':' in parts.hostname else parts.hostname
-    return f'{parts.scheme}://{host}{parts.path.rstrip("/")}'
+    default = {'http': 80, 'https': 443}[parts.scheme]
+    port = '' if parts.port in (None, default) else f':{parts.port}'
+    return f'{parts.scheme}://{host}{port}{parts.path.rstrip("/")}'
 
 
 class OpenAIChatBackend(CachedChatBackend):
@@ -573,8 +580,32 @@ def model_fingerprint(model: str, cache: ResponseCache) -> str:
     return hashlib.sha256(json.dumps(listing).encode()).hexdigest()[:16]
 
 
+# the backend options a config sets (configs/llm/*, tools/test.py), checked as llm_eval's
+# flags are: a value the endpoint would refuse per request, or read otherwise (a bool as a
+# temperature), is refused when the model is built
+BACKEND_OPTION_TYPES = {'timeout': 'Positive', 'max_retries': 'NonNegativeInt',
+                        'backoff': 'NonNegative', 'max_backoff': 'NonNegative'}
+PARAM_TYPES = {'temperature': 'NonNegative', 'max_tokens': 'Count'}
+
+
+def check_backend_options(cfg: dict) -> None:
+    """``backend.<option>=<value>; expected ...`` for a sampling parameter or an OpenAI client
+    option of the wrong kind (:data:`BACKEND_OPTION_TYPES`, :data:`PARAM_TYPES`)."""
+    from vpn_plugin import config_types
+    params = cfg.get('params') or {}
+    for where, options, types in (('backend', cfg, BACKEND_OPTION_TYPES),
+                                  ('backend.params', params, PARAM_TYPES)):
+        if not isinstance(options, dict):
+            raise ValueError(f'{where}={options!r}; expected a dict of options')
+        for name, kind in types.items():
+            if name in options and options[name] is not None:
+                config_types.check_value(f'{where}.{name}', options[name],
+                                         getattr(config_types, kind))
+
+
 def build_backend(cfg: dict):
     """``dict(type='openai'|'transformers', ...)`` -> backend."""
+    check_backend_options(cfg)
     cfg = dict(cfg)
     kind = cfg.pop('type', 'openai')
     if kind == 'openai':

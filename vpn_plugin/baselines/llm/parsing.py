@@ -26,27 +26,57 @@ def _normalise(name: str) -> str:
     return ' '.join(name.lower().split())
 
 
-REASONING_TAG = r'(?:think|thinking|reasoning)'
+# A reasoning model's thinking written inline, as (opening, closing) delimiters: <think>,
+# <thinking>, <reasoning> (Qwen3, DeepSeek-R1, ...; attributes or a namespace allowed:
+# ByteDance Seed-OSS writes <seed:think>), Mistral's Magistral [THINK] ... [/THINK], Moonshot's
+# Kimi-VL-Thinking ◁think▷ ... ◁/think▷. ``name`` ties a closing tag to its opening one.
+_TAG_NAME = r'(?:[a-z]+:)?(?:think|thinking|reasoning)'
+REASONING_DELIMITERS = (
+    (rf'<(?P<name>{_TAG_NAME})(?:\s[^<>]*)?>', r'</(?P=name)>', rf'</{_TAG_NAME}>'),
+    (r'\[THINK\]', r'\[/THINK\]', r'\[/THINK\]'),
+    ('◁think▷', '◁/think▷', '◁/think▷'),
+)
+_FLAGS = re.DOTALL | re.IGNORECASE
+# gpt-oss (OpenAI's harmony format): the analysis channel, then the final one; as its tokens
+# (a server without a reasoning parser), or decoded without them ("analysis...assistantfinal...")
+_HARMONY_FINAL = r'<\|channel\|>\s*final\s*(?:<\|constrain\|>\s*\w+\s*)?<\|message\|>'
+
+
+def _final_channel(text: str) -> str:
+    """The final channel of a gpt-oss reply written in the harmony format, else ``text``."""
+    finals = list(re.finditer(_HARMONY_FINAL, text))
+    if finals:
+        return re.sub(r'<\|(?:return|end|call)\|>\s*$', '', text[finals[-1].end():])
+    if re.match(r'\s*<\|channel\|>\s*analysis', text):
+        return ''  # thinking, cut before its final channel: no answer
+    if re.match(r'\s*analysis', text) and 'assistantfinal' in text:
+        return text.rsplit('assistantfinal', 1)[1]
+    return text
 
 
 def without_reasoning(text: str) -> str:
-    """``text`` without a reasoning model's thinking, which is no part of its answer: the
-    ``<think>...</think>`` blocks it opens with (also ``<thinking>``, ``<reasoning>``; Qwen3,
-    DeepSeek-R1 and others write them inline when the server does not split them off, and
-    ``--backend transformers`` returns them whole), or, with no opening tag (a chat template
-    that opens the block in the prompt: the reply starts inside it), everything before the last
-    closing tag. An unclosed block (cut by the token limit) is thinking to the end: no answer
-    is read from it. A tag elsewhere (inside the answer's text) is left as written."""
+    """``text`` without a reasoning model's thinking, which is no part of its answer
+    (:data:`REASONING_DELIMITERS`, gpt-oss's harmony channels): the blocks it opens with
+    (after prose holding no JSON, a byte-order mark, ...), or, with no opening tag (a chat
+    template that opens the block in the prompt: the reply starts inside it), everything
+    before the last closing tag. Qwen3, DeepSeek-R1 and others write them inline when the
+    server does not split them off, and ``--backend transformers`` returns them whole. An
+    unclosed block (cut by the token limit) is thinking to the end: no answer is read from
+    it. A tag after a JSON value of the reply (inside or after the answer) is left as
+    written."""
+    text = _final_channel(text)
     while True:
-        block = re.match(rf'\s*<({REASONING_TAG})>.*?(?:</\1>|\Z)', text,
-                         flags=re.DOTALL | re.IGNORECASE)
+        block = next((found for opening, closing, _ in REASONING_DELIMITERS
+                      if (found := re.match(rf'[^{{\[]*?{opening}.*?(?:{closing}|\Z)', text,
+                                            flags=_FLAGS))), None)
         if block is None:
             break
         text = text[block.end():]
-    if re.search(rf'<{REASONING_TAG}>', text, flags=re.IGNORECASE):
+    if any(re.search(opening, text, flags=_FLAGS) for opening, _, _ in REASONING_DELIMITERS):
         return text
-    closing = list(re.finditer(rf'</{REASONING_TAG}>', text, flags=re.IGNORECASE))
-    return text[closing[-1].end():] if closing else text
+    closing = [found for _, _, lone in REASONING_DELIMITERS
+               for found in re.finditer(lone, text, flags=_FLAGS)]
+    return text[max(found.end() for found in closing):] if closing else text
 
 
 def json_values(text: str) -> list:
