@@ -234,7 +234,8 @@ def test_empty_videos_repeated_rows_and_same_name_actions_are_counted(tmp_path):
 
 @pytest.mark.parametrize('text,expected', [
     ('{"0_a": {"0": "x", "1": "y"}, "0_a": {"2": "z"}}',
-     "task '0_a' has index 0, expected 1"),
+     "task '0_a' has index 0, the index of task '0_a' too (the key is given twice in the "
+     "file: JSON would keep only the last); expected task indices 0..1, each once"),
     ('{"0_a": {"0": "x", "0": "y"}}',
      "task '0_a': action id 0 ('y') is already used by task '0_a' ('x'); expected every "
      'action id once')])

@@ -148,7 +148,8 @@ def test_a_taxonomy_listing_its_tasks_in_another_order_is_the_same_taxonomy(tmp_
 def test_a_taxonomy_with_a_missing_task_index_is_still_refused(tmp_path):
     path = tmp_path / 'taxonomy.json'
     path.write_text('{"2_b": {"1": "y"}, "0_a": {"0": "x"}}')
-    with pytest.raises(ValueError, match=r"task '2_b' has index 2, expected 1"):
+    with pytest.raises(ValueError, match=r"task '2_b' has index 2; no task has index 1; "
+                                         r"expected task indices 0\.\.1, each once"):
         from vpn_plugin.datasets import load_taxonomy
         load_taxonomy(path)
 

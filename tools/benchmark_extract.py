@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from vpn_plugin.errors import POSITIVE_INT, tool_main
+from vpn_plugin.errors import POSITIVE_INT, parse_once, tool_main
 
 
 def parse_args(argv=None):
@@ -32,7 +32,7 @@ def parse_args(argv=None):
                         help='chunks per network call to time (default 1 8)')
     parser.add_argument('--repeats', type=POSITIVE_INT, default=3)
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
-    return parser.parse_args(argv)
+    return parse_once(parser, argv)
 
 
 def make_video(path: Path, seconds: int, width: int, height: int) -> None:

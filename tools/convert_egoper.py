@@ -19,7 +19,7 @@ import sys
 
 from pathlib import Path
 
-from vpn_plugin.errors import path_argument, tool_main
+from vpn_plugin.errors import parse_once, path_argument, tool_main
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 from vpn_plugin.outputs import add_overwrite_argument
 from vpn_plugin.tool_choices import ERROR_CHOICES
@@ -42,7 +42,7 @@ def main(argv=None) -> int:
                         help='folder of the feature files written into '
                         'dataset.py (default: <out>/features)')
     add_overwrite_argument(parser, 'files in --out that an earlier conversion did not write')
-    args = parser.parse_args(argv)
+    args = parse_once(parser, argv)
     from vpn_plugin.datasets.egoper import SPLIT_FILES, check_out_dir, convert_egoper
     split_files = [p for name in SPLIT_FILES.values()
                    for p in Path(args.split_dir).glob(f'**/{name}')]

@@ -28,8 +28,8 @@ from pathlib import Path
 # in ~0.1 s; tests/test_import_purity.py)
 import numpy as np
 
-from vpn_plugin.errors import (POSITIVE_INT, check_folder_target, link_problem, path_argument,
-                               path_kind, tool_main)
+from vpn_plugin.errors import (POSITIVE_INT, check_folder_target, link_problem, parse_once,
+                               path_argument, path_kind, plain_text, tool_main)
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 from vpn_plugin.outputs import check_output, same_file
 
@@ -194,9 +194,9 @@ def print_summary(result: dict, dst: Path, removed=()) -> None:
     counts = result['counts']
     if removed:
         print(f'removed {len(removed)} temporary file(s) that a stopped conversion left in '
-              f'{dst} (e.g. {removed[0]})')
+              f'{plain_text(dst)} (e.g. {plain_text(removed[0])})')
     print(f'converted {counts["converted"]} files, kept {counts["kept"]} existing .npz (use '
-          f'--overwrite), refused {counts["refused"]} -> {dst}')
+          f'--overwrite), refused {counts["refused"]} -> {plain_text(dst)}')
     if counts['object fields left out']:
         left_out = result.get('left_out') or []
         named = ', '.join(f'{name}: field "{field}"' for name, field in left_out[:5])
@@ -206,17 +206,18 @@ def print_summary(result: dict, dst: Path, removed=()) -> None:
         print(f'  refused ({reason}): {len(messages)} files, e.g. {messages[0]}')
     orphans = result.get('orphans') or []
     if orphans:
-        print(f'warning: {dst} holds {len(orphans)} feature file(s) with no source in --src any '
-              f'more (e.g. {orphans[0]}), converted by an earlier run from a file since removed '
-              'or renamed: they are read as features of these videos; remove them if their '
-              'sources were removed on purpose')
+        print(f'warning: {plain_text(dst)} holds {len(orphans)} feature file(s) with no source in '
+              f'--src any more (e.g. {plain_text(orphans[0])}), converted by an earlier run from '
+              'a file since removed or renamed: they are read as features of these videos; '
+              'remove them if their sources were removed on purpose')
 
 
 def skipped_listing(others) -> None:
     """Print what ``--src`` holds besides feature files: files by name, then entries that are
     no file (a subfolder is not read; a dangling link)."""
     def listing(paths, show):
-        return ', '.join(show(p) for p in paths[:5]) + (', ...' if len(paths) > 5 else '')
+        return ', '.join(plain_text(show(p)) for p in paths[:5]) + (', ...' if len(paths) > 5
+                                                                     else '')
     hidden = [p for p in others if p.name.startswith('.')]
     if hidden:
         print(f'skipped {len(hidden)} hidden entries (names starting with ".": no video\'s '
@@ -277,7 +278,7 @@ def main(argv=None) -> int:
                         required=True, help='output folder for .npz files')
     parser.add_argument('--frame-dim', type=POSITIVE_INT, default=512)
     parser.add_argument('--overwrite', action='store_true')
-    args = parser.parse_args(argv)
+    args = parse_once(parser, argv)
     src, dst = Path(args.src), Path(args.dst)
     if not src.is_dir():
         kind = path_kind(src)

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from vpn_plugin.errors import at_least, path_argument, tool_main
+from vpn_plugin.errors import at_least, parse_once, path_argument, tool_main
 
 
 @tool_main
@@ -22,14 +22,15 @@ def main(argv=None) -> int:
                        help='a training or dataset config (a custom dataset too): '
                        'the dataset its train and test dataloaders read')
     parser.add_argument('--data-root', type=path_argument,
-                        help='dataset folder (default: ../shared/data with '
+                        help='dataset folder (default: ../shared/data of the repository with '
                         '--dataset, the config\'s data_root with --config)')
     parser.add_argument('--horizons', nargs='+', type=at_least(int, 2), default=[3, 4, 5, 6],
                         help='window lengths T (>= 2: the PKG coverage counts transitions)')
     parser.add_argument('--json', action='store_true', help='print JSON instead of a table')
-    args = parser.parse_args(argv)
+    args = parse_once(parser, argv)
+    from vpn_plugin.datasets.sources import default_data_root
     from vpn_plugin.datasets.stats import format_table, window_statistics  # after: a fast --help
-    data_root = args.data_root or (None if args.config else '../shared/data')
+    data_root = args.data_root or (None if args.config else default_data_root(args.dataset))
     horizons = list(dict.fromkeys(args.horizons))  # one row per horizon
     rows = window_statistics(args.dataset, data_root, horizons, config=args.config)
     name = args.dataset or args.config

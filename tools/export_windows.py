@@ -17,7 +17,7 @@ import argparse
 import sys
 
 from vpn_plugin.data_paths import add_data_arguments
-from vpn_plugin.errors import POSITIVE_INT, path_argument, plain_text, tool_main
+from vpn_plugin.errors import POSITIVE_INT, parse_once, path_argument, plain_text, tool_main
 from vpn_plugin.outputs import add_overwrite_argument, check_output
 from vpn_plugin.tool_choices import DATASET_CONFIGS, WINDOW_LAYOUTS
 # the readers (vpn_plugin.datasets: torch) are imported after the arguments are parsed
@@ -41,7 +41,7 @@ def parse_args(argv=None):
                         "(default: the layout's, where the authors kept their features)")
     add_overwrite_argument(parser, '--out')
     add_data_arguments(parser, feature_dir=False)  # the folder is --feature-prefix
-    return parser.parse_args(argv)
+    return parse_once(parser, argv)
 
 
 def split_dataset(args, split=None) -> dict:

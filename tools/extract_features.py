@@ -19,7 +19,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, path_argument, tool_main
+from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, parse_once, path_argument,
+                               tool_main)
 from vpn_plugin.video.recipe import add_recipe_arguments, recipe_from_args, row_seconds_problem
 from vpn_plugin.errors import checked_device
 # torch and the extraction (vpn_plugin.video's torch modules) are imported after the arguments
@@ -48,7 +49,7 @@ def parse_args(argv=None):
                         help='DataLoader decoding workers per process (default 2)')
     parser.add_argument('--device', default=None, help='default: the local GPU, else cpu')
     parser.add_argument('--launcher', choices=LAUNCHERS, default='none')
-    return parser.parse_args(argv)
+    return parse_once(parser, argv)
 
 
 def distributed(launcher: str):

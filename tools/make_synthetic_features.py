@@ -26,7 +26,7 @@ from pathlib import Path
 
 from vpn_plugin.data_paths import row_config_path
 from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, at_least, check_folder_target,
-                               path_argument, read_json, tool_main)
+                               parse_once, path_argument, read_json, tool_main)
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 from vpn_plugin.outputs import KINDS, add_overwrite_argument, check_output
 from vpn_plugin.tool_choices import DEFAULT_DTYPES, DTYPES, FORMATS
@@ -45,7 +45,8 @@ def parse_args(argv=None):
                         "JSON); the features go to its feature_dir")
     parser.add_argument('--data-root', type=path_argument,
                         help='folder holding the crosstask/, niv/ and coin/ annotations (default '
-                        "../shared/data); with --config: overrides the config's data_root")
+                        "../shared/data of the repository); with --config: overrides the "
+                        "config's data_root")
     parser.add_argument('--out', type=path_argument,
                         help='output folder (features/ is created in it); required '
                         'with --dataset')
@@ -60,7 +61,7 @@ def parse_args(argv=None):
                         help='storage precision of the frames (default: float16 for coin, '
                         'float32 otherwise); the loader reads float32')
     add_overwrite_argument(parser, 'feature files in a folder this tool did not write')
-    args = parser.parse_args(argv)
+    args = parse_once(parser, argv)
     args.dtype = args.dtype or DEFAULT_DTYPES.get(args.dataset, 'float32')
     return args
 
@@ -73,8 +74,10 @@ def main(argv=None):
     else:
         if not args.out:
             raise ValueError('--out is required with --dataset')
+        from vpn_plugin.datasets.sources import default_data_root
         from vpn_plugin.datasets.synthetic import dataset_videos
-        taxonomy, videos = dataset_videos(args.dataset, args.data_root or '../shared/data')
+        taxonomy, videos = dataset_videos(args.dataset,
+                                          args.data_root or default_data_root(args.dataset))
         features = Path(args.out) / 'features'
     check_folder_target(features, 'feature folder', 'the synthetic feature files',
                         '--out' if args.out else '--cfg-options feature_dir=DIR')

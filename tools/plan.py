@@ -28,8 +28,8 @@ import sys
 
 from vpn_plugin.data_paths import (add_cfg_options, add_data_arguments, check_flags_agree,
                                   data_path_args, load_config)
-from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, path_argument,
-                               text_argument, tool_main)
+from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, parse_once, path_argument,
+                               plain_text, text_argument, tool_main)
 from vpn_plugin.outputs import add_overwrite_argument, check_output
 from vpn_plugin.video.recipe import add_recipe_arguments, recipe_from_args
 
@@ -71,7 +71,7 @@ def parse_args(argv=None):
     add_overwrite_argument(video, '--save-features')
     add_recipe_arguments(parser)
     add_data_arguments(parser)
-    args = parser.parse_args(argv)
+    args = parse_once(parser, argv)
     check_flags_apply(parser, args)
     if args.checkpoint_option:
         if args.checkpoint and args.checkpoint != args.checkpoint_option:
@@ -156,7 +156,7 @@ def plan_video(args, cfg) -> None:
     print_draw_note(model, None)
     damage = sample.metainfo.get('damage', '')
     if damage:  # as extract_features says it (and records it in the features file)
-        print(f'WARNING: {args.video}: {damage}')
+        print(f'WARNING: {plain_text(args.video)}: {damage}')
     print('\n'.join(format_video_plan(sample, taxonomy, args.video, args.start_time,
                                       args.goal_time)))
     if args.save_features:
@@ -182,16 +182,16 @@ def plan_features(args, cfg) -> None:
     index = window_index(model.cfg, args.split, args.features, start, goal)
     sample = plan_from_features(model, start, goal, task=task, index=index)[0]
     if index is not None:
-        print(f'{args.features} from {args.start_time:g} s to {args.goal_time:g} s is window '
-              f'{index} of the {args.split} split: planned as its test planned it')
+        print(f'{plain_text(args.features)} from {args.start_time:g} s to {args.goal_time:g} s is '
+              f'window {index} of the {args.split} split: planned as its test planned it')
     print_features_note([sample])
     print_draw_note(model, index)
     note = feature_file_note(model, args.features)  # a training video's file of other content
     if note:
         print(f'WARNING: {note}')
     if damage_note(record):  # extract_features' note of a video decoded from damaged data
-        print(f'WARNING: {args.features} records that its video was decoded from damaged data: '
-              f'{damage_note(record)}')
+        print(f'WARNING: {plain_text(args.features)} records that its video was decoded from '
+              f'damaged data: {damage_note(record)}')
     seconds = int(len(record['frames_features']))
     sample.set_field(seconds, 'num_seconds', field_type='metainfo')
     sample.set_field(goal_note(args.goal_time, seconds), 'goal_note', field_type='metainfo')
@@ -286,7 +286,8 @@ def save_features(path, features, s3d, warning: str, existed: bool = True,
                          'run extracted its features (it did not exist when the run began); '
                          'it was kept and nothing was written: choose another name, or pass '
                          '--overwrite') from None
-    print(f'features: {path}' + ('' if s3d.usable else ' (UNUSABLE: random S3D weights)'))
+    unusable = '' if s3d.usable else ' (UNUSABLE: random S3D weights)'
+    print(f'features: {plain_text(path)}{unusable}')
 
 
 def check_not_in_a_feature_folder(path, overwrite: bool) -> None:
@@ -337,7 +338,6 @@ def main(argv=None):
     dataset = build_split_dataset(cfg, args.split)
     samples = inference_planner(model, dataset, args.indices)
     from vpn_plugin.datasets.provenance import dataset_data_roots
-    from vpn_plugin.errors import plain_text
     print(f'{args.split} windows of the annotations in '  # which annotations: stderr, as a log
           f'{", ".join(map(plain_text, dataset_data_roots(dataset)))}', file=sys.stderr)
     print_features_note(samples)

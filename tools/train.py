@@ -116,13 +116,13 @@ def existing_checkpoints(work_dir, template=None) -> list:
     finished task classifier or KEPP step model, reused by any start in the work dir) are
     none. Another ``.pth`` beside them (a user's ``s3d_howto100m.pth``) is no run's: never
     counted, and never deleted by ``--overwrite`` (which deleted every ``*.pth``)."""
-    from vpn_plugin.engine.checkpoint import CHECKPOINT_NAME, LAST_CHECKPOINT
+    from vpn_plugin.engine.checkpoint import LAST_CHECKPOINT, checkpoint_names
     from vpn_plugin.engine.checkpoint_hook import BEST_PATTERN
     from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
     folder = Path(work_dir)
-    names = [CHECKPOINT_NAME.pattern, fnmatch.translate(BEST_PATTERN), re.escape(LAST_CHECKPOINT) + '$']
-    if isinstance(template, str) and '{}' in template:
-        names.append(re.escape(template).replace(r'\{\}', r'\d+') + '$')
+    template = template if isinstance(template, str) and template.count('{}') == 1 else None
+    names = [checkpoint_names(template).pattern, fnmatch.translate(BEST_PATTERN),
+             re.escape(LAST_CHECKPOINT) + '$']
     written = re.compile('|'.join(f'(?:{name})' for name in names))
     return sorted(p for p in folder.iterdir() if written.match(p.name)
                   and p.name not in PRE_STAGE_FILES and (p.is_file() or p.is_symlink())) \
@@ -142,7 +142,7 @@ def set_resume(cfg, resume, launcher: str = 'none'):
     any, else a fresh start). Resolved by every process of a distributed run before it starts
     (no rank is known to the loggers yet): rank 0 alone (:func:`launch_rank`) says what it
     found, once."""
-    from vpn_plugin.engine.checkpoint import latest_checkpoint_in
+    from vpn_plugin.engine.checkpoint import checkpoint_template, latest_checkpoint_in
     from vpn_plugin.engine.checkpoint_hook import best_checkpoints, no_resume_point_note
     if resume not in (LATEST, 'auto'):
         check_file(resume, '--resume', missing=f'--resume {resume}: no such checkpoint file')
@@ -150,7 +150,8 @@ def set_resume(cfg, resume, launcher: str = 'none'):
         return
     first = launch_rank(launcher) == 0
     try:  # resolved inside the work dir: a copied or moved work dir resumes from its own files
-        latest = latest_checkpoint_in(cfg.work_dir, logger='current' if first else 'silent')
+        latest = latest_checkpoint_in(cfg.work_dir, logger='current' if first else 'silent',
+                                      template=checkpoint_template(cfg))
     except ValueError as error:
         raise SystemExit(f'--resume: {error}') from None
     if latest is not None and not osp.isfile(latest):
@@ -207,13 +208,14 @@ def require_trainable(model, config) -> None:
 def check_fresh_work_dir(cfg, overwrite: bool) -> None:
     """A fresh run never mixes its checkpoints with another run's: refuse a work dir that
     holds some unless ``--overwrite`` (which deletes them)."""
-    from vpn_plugin.engine.checkpoint import latest_checkpoint_in
+    from vpn_plugin.engine.checkpoint import checkpoint_template, latest_checkpoint_in
     from vpn_plugin.engine.checkpoint_hook import no_resume_point_note
     template = ((cfg.get('default_hooks') or {}).get('checkpoint') or {}).get('filename_tmpl')
     found = existing_checkpoints(cfg.work_dir, template)
     if found and not overwrite:
         best_only = (no_resume_point_note(cfg.work_dir)
-                     if latest_checkpoint_in(cfg.work_dir) is None else '')
+                     if latest_checkpoint_in(cfg.work_dir, template=checkpoint_template(cfg))
+                     is None else '')
         raise SystemExit(f'the work dir {cfg.work_dir} already holds checkpoints of another run '
                          f'({", ".join(p.name for p in found[:4])}{" ..." * (len(found) > 4)})'
                          + (best_only or '; continue it with --resume, or start afresh with '

@@ -1776,6 +1776,7 @@ def read_config_file(path):
     once per content of its chain (:func:`config_content`, ``path`` as given): a protocol,
     its dry run, a test suite read the same configs again (~50 ms CPU each, ~1 ms so); each
     caller gets its own copy."""
+    check_config_file(path)  # (a regular file of a config's kind, before its chain is read)
     source = os.path.realpath(path) if Path(path).is_symlink() else str(path)
     try:
         files = config_files(source)
@@ -1795,10 +1796,9 @@ def _repository_config(path: str, content: str):
 
 
 def _read_config_file(path):
-    """:func:`read_config_file`, read now."""
+    """:func:`read_config_file`, read now (``path`` checked by it)."""
     from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
-    check_config_file(path)
     for file in config_chain(path):  # mmengine reads each file as UTF-8
         check_utf8(file)
         check_quoted_base_references(file)
@@ -2210,22 +2210,25 @@ def _require_datasets_moved(cfg, root: str) -> None:
     """``--data-root`` moved ``data_root``: a train/val/test dataset whose ``data_root`` is
     not built from it (an absolute path elsewhere) would stay where it is while the paths built
     from the variable (the model's text features) move: refused, naming it. A path that is
-    inside the new root (through links too) is left alone."""
-    real = os.path.realpath(root)
+    inside the new root, as written or through links, is left alone."""
     for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         dataset = (cfg.get(loader) or {}).get('dataset') if hasattr(cfg.get(loader), 'get') \
             else None
         value = dataset.get('data_root') if hasattr(dataset, 'get') else None
         if not isinstance(value, str) or '{' in value:
             continue
-        where = os.path.realpath(value)
-        if where != real and not where.startswith(real.rstrip(os.sep) + os.sep):
+        if not any(_at_or_below(spell(value), spell(root))  # a dataset folder that is a
+                   for spell in (os.path.abspath, os.path.realpath)):  # link: passT H07
             raise ValueError(f'{_name(cfg)}: --data-root {root}: {loader}.dataset.data_root='
                              f'{value!r} is not built from the variable data_root, so it would '
                              'stay where it is while the paths built from data_root move; '
                              "expected it written as '{data_root}/<dataset>' (as "
                              'configs/_base_/datasets/ do), or set it with --cfg-options '
                              f'{loader}.dataset.data_root=DIR')
+
+
+def _at_or_below(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def _name(cfg) -> str:
@@ -2274,7 +2277,10 @@ def _relocate(cfg, targets: dict, literals: dict, unset=()) -> None:
     def move(key: str, text: str) -> str:
         text = _fill(text, targets)
         for name in order:
-            old = literals[name].rstrip('/')
+            old, new = literals[name].rstrip('/'), targets[name].rstrip('/')
+            if new.startswith(old + '/') and (text == new or text.startswith(new + '/')):
+                break  # already at a target below the file's root: moved again, it nested
+                # (--data-root ROOT/sub named ROOT/sub/sub/sub/..., a valid root refused)
             if text == literals[name] or text.startswith(old + '/'):
                 text = targets[name] + text[len(old):]
                 break

@@ -386,6 +386,55 @@ def seed_argument(text: str) -> int:
     return value
 
 
+class _CountedNamespace(argparse.Namespace):
+    """An argparse namespace that keeps every value each attribute is set to (its default,
+    then one per occurrence of its option)."""
+
+    def __init__(self, **kwargs):
+        object.__setattr__(self, '_values_set', {})
+        super().__init__(**kwargs)
+
+    def __setattr__(self, name, value):
+        self._values_set.setdefault(name, []).append(value)
+        super().__setattr__(name, value)
+
+
+REPEATABLE_ACTIONS = ('_AppendAction', '_AppendConstAction', '_CountAction', '_ExtendAction')
+
+
+def _kept(earlier, final) -> bool:
+    """Whether an option's earlier value survives in its final one: equal, or merged into it
+    (a dict's items: ``--cfg-options a=1 --cfg-options b=2`` is ``{a: 1, b: 2}``)."""
+    if isinstance(earlier, dict) and isinstance(final, dict):
+        return all(key in final and final[key] == value for key, value in earlier.items())
+    return earlier == final
+
+
+def parse_once(parser: argparse.ArgumentParser, argv=None) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, with an option given twice refused when a value would be
+    dropped (argparse keeps the last without a word: ``--out a --out b`` wrote into b,
+    ``--horizons 3 --horizons 4`` counted T=4 alone). The same value again, or one merged into
+    the last (``--cfg-options``), drops nothing and is read; options made to be repeated
+    (append, count, extend actions) and options sharing their destination with another flag
+    (a pair like ``--fps`` / ``--native-fps``, whose own check names them) are not compared."""
+    args = parser.parse_args(argv, _CountedNamespace())
+    values = object.__getattribute__(args, '_values_set')
+    owners = {}
+    for action in parser._actions:  # noqa: SLF001 (argparse exposes no public list)
+        owners.setdefault(action.dest, []).append(action)
+    for dest, actions in owners.items():
+        action = actions[0]
+        if (len(actions) > 1 or not action.option_strings or dest == argparse.SUPPRESS
+                or type(action).__name__ in REPEATABLE_ACTIONS):
+            continue
+        given = values.get(dest, [])[action.default is not argparse.SUPPRESS:]
+        if any(not _kept(value, given[-1]) for value in given[:-1]):
+            parser.error(f'{"/".join(action.option_strings)} is given {len(given)} times ('
+                         f'{", ".join(map(repr, given))}); expected it once (argparse would '
+                         'use the last and drop the others without a word)')
+    return argparse.Namespace(**{k: v for k, v in vars(args).items() if k != '_values_set'})
+
+
 def path_argument(text: str) -> str:
     """An argparse ``type`` for every file or folder flag and argument of the tools: an empty
     string (``--work-dir ''``, an unset shell variable) is refused instead of falling back to

@@ -364,8 +364,9 @@ class PlanningRunner(Runner):
         checkpoint falls back to the newest complete one). ``resume=True`` in a work dir
         without a checkpoint is a fresh start."""
         if not self._has_loaded and self._resume and self._load_from is None:
-            from vpn_plugin.engine.checkpoint import latest_checkpoint_in
-            self._load_from = latest_checkpoint_in(self.work_dir)
+            from vpn_plugin.engine.checkpoint import checkpoint_template, latest_checkpoint_in
+            self._load_from = latest_checkpoint_in(self.work_dir,
+                                                   template=checkpoint_template(self.cfg))
             self._resume = self._load_from is not None  # mmengine would read the record again
             if not self._resume and not self.testing:
                 self.logger.info(f'resume=True: the work dir {self.work_dir} holds no '

@@ -13,7 +13,7 @@ from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab 
 from ..core.metrics import NO_PLAN
 from ..datasets.features import row_seconds_problem
 from ..config_types import Count, NonNegative, PathLike, Seed, checked_arguments
-from ..errors import check_file
+from ..errors import check_file, plain_text
 from ..video import FrameRecipe, embed_frames, iter_frame_blocks
 from .inference import (RANDOM_WEIGHTS_WARNING, Split, mark_unusable, plan_from_features,
                         video_observations)
@@ -188,9 +188,9 @@ def format_video_plan(sample, taxonomy, video, start_time, goal_time,
     unusable = not sample.metainfo.get('usable', True)
     mark = [f'*** {sample.metainfo.get("warning", RANDOM_WEIGHTS_WARNING)} ***'] if unusable \
         else []
-    lines = mark + [f'{source} {video}: {sample.metainfo.get("num_seconds", "?")} s of S3D '
-                    f'features; plan from the state at {start_time:g} s to the state at '
-                    f'{goal_time:g} s']
+    lines = mark + [f'{source} {plain_text(video)}: {sample.metainfo.get("num_seconds", "?")} s '
+                    f'of S3D features; plan from the state at {start_time:g} s to the state '
+                    f'at {goal_time:g} s']
     if sample.metainfo.get('goal_note'):
         lines.append(sample.metainfo['goal_note'])
     lines += same_moment_note(start_time, goal_time)

@@ -29,6 +29,7 @@ from mmaction.registry import MODELS
 from .. import core
 from ..core.beam_search import pkg_beam_search
 from ..models.base_planner import BasePlanner
+from ..models.state_encoder import check_observation_dim
 
 
 @MODELS.register_module()
@@ -41,10 +42,11 @@ class EndpointMLP(nn.Sequential):
                  dropout: DropoutRate = 0.2):
         super().__init__(nn.Linear(2 * feature_dim, hidden_dim), nn.GELU(), nn.Dropout(dropout),
                          nn.Linear(hidden_dim, 2 * num_actions))
-        self.num_actions = num_actions
+        self.num_actions, self.feature_dim = num_actions, feature_dim
 
     def endpoint_scores(self, inputs: Dict[str, torch.Tensor], data_samples=None) -> torch.Tensor:
         """Logits (B, 2, N) of the first and the last action."""
+        check_observation_dim(type(self).__name__, inputs['start'], self.feature_dim)
         features = torch.cat([inputs['start'], inputs['goal']], -1)
         return self(features).view(-1, 2, self.num_actions)
 

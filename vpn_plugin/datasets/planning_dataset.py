@@ -29,7 +29,7 @@ from .observations import (RECIPES, WINDOW_POLICIES, observation_dim,
 from .sources import ANNOTATION_FORMATS, SOURCE_KEYS, read_source, source_path, source_windows
 from .taxonomy import load_taxonomy
 from ..data_paths import check_resolved
-from .validation import AnnotationWarnings, check_disjoint
+from .validation import AnnotationWarnings, check_disjoint, check_disjoint_ids
 
 SPLITS = ('train', 'val', 'test')
 CACHE_VERSION = 7  # bump when the cached arrays or their meaning change (6: built by a reader
@@ -680,14 +680,22 @@ def config_metainfo(dataset_cfg) -> Optional[dict]:
 def source_videos(dataset_cfg: dict) -> set:
     """Feature stems of the videos a ``PlanningDataset`` config reads, from its annotations
     alone (a CrossTask video list: the list itself, no CSV read)."""
+    return set(source_video_ids(dataset_cfg))
+
+
+def source_video_ids(dataset_cfg: dict) -> dict:
+    """``{feature stem: (task index, vid)}`` of the videos a ``PlanningDataset`` config reads
+    (:func:`source_videos`)."""
     cfg = dict(dataset_cfg)
     if cfg.get('video_list'):
         horizon = cfg.get('horizon', '')
         taxonomy = load_taxonomy(source_path(cfg['data_root'], cfg['taxonomy'], horizon))
         path = source_path(cfg['data_root'], cfg['video_list'], horizon)
-        return {entry['feature'] for entry in read_video_list(path, taxonomy)}
+        return {entry['feature']: (entry['task'], entry['vid'])
+                for entry in read_video_list(path, taxonomy)}
     _, windows, videos = source_windows(cfg)
-    return {item.feature for item in (windows if videos is None else videos)}
+    return {item.feature: (item.task, item.vid)
+            for item in (windows if videos is None else videos)}
 
 
 def check_split_disjoint(cfg) -> None:
@@ -702,8 +710,10 @@ def check_split_disjoint(cfg) -> None:
         check_validation_source(train, val, cfg.filename or 'config')
     if train and test:  # first: a test moved onto training windows overlaps validation too
         where = f'{cfg.filename or "config"}: train_dataloader.dataset / test_dataloader.dataset'
-        train_videos, test_videos = source_videos(train), source_videos(test)
+        train_ids, test_ids = source_video_ids(train), source_video_ids(test)
+        train_videos, test_videos = set(train_ids), set(test_ids)
         check_disjoint(train_videos, test_videos, where)
+        check_disjoint_ids(train_ids, test_ids, where)
         check_disjoint_files(train_videos, test_videos, train.get('feature_dir'),
                              test.get('feature_dir'), where)
     if val and test and cfg.get('selection') != 'authors':

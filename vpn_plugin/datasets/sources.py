@@ -186,6 +186,14 @@ def dataset_config(dataset: str, split: str, horizon: int, data_root=None) -> di
                           split, horizon, data_root)
 
 
+def default_data_root(dataset: str) -> Path:
+    """The folder holding ``<dataset>/...`` that the shipped config of ``dataset`` reads (its
+    ``data_root``, ``../shared/data`` from the repository root, whatever the working directory):
+    the default of the tools' ``--data-root`` (read from the working directory, it was another
+    folder outside the repository root)."""
+    return Path(dataset_config(dataset, 'test', 3)['data_root']).parent
+
+
 def config_dataset(config, split: str, horizon: int, data_root=None) -> dict:
     """The ``split`` ('train' or 'test') dataset dict of any config (a custom dataset's
     included) at ``horizon``, with ``data_root`` (default: the config's). Both splits are

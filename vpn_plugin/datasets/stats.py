@@ -18,7 +18,7 @@ from typing import List
 from ..core import build_pkg, pkg_coverage
 from .sources import config_dataset, dataset_config, source_windows
 from .features import check_disjoint_files
-from .validation import AnnotationWarnings, check_disjoint
+from .validation import AnnotationWarnings, check_disjoint, check_disjoint_ids
 
 
 def window_statistics(dataset: str = None, data_root=None, horizons=(3, 4, 5, 6),
@@ -61,6 +61,8 @@ def check_splits_apart(train_set: dict, test_set: dict, train, test, horizon) ->
     dataset_stats and export_windows (a window file is what a protocol evaluates)."""
     where = f'T={horizon}: {_source_name(train_set)} (train) and {_source_name(test_set)} (test)'
     check_disjoint({w.feature for w in train}, {w.feature for w in test}, where)
+    check_disjoint_ids({w.feature: (w.task, w.vid) for w in train},
+                       {w.feature: (w.task, w.vid) for w in test}, where)
     check_disjoint_files({w.feature for w in train}, {w.feature for w in test},
                          train_set.get('feature_dir'), test_set.get('feature_dir'), where)
 

@@ -106,8 +106,13 @@ def load_taxonomy(path: PathLike) -> Taxonomy:
             raise ValueError(f'{path}: task {task_raw!r} holds the control or line-separator '
                              f'character(s) {", ".join(map(repr, _line_breaking(task_raw)))}; '
                              'expected a one-line name')
-        if idx != expected_idx:
-            raise ValueError(f'{path}: task {task_raw!r} has index {idx}, expected {expected_idx}')
+        if idx != expected_idx:  # sorted by index: a smaller one is a repeated index
+            first = next((k for k, _ in raw if _parse_task_key(k, path)[0] == idx), None)
+            again = (f', the index of task {first!r} too' + (' (the key is given twice in '
+                     'the file: JSON would keep only the last)' if first == task_raw else '')
+                     if idx < expected_idx else f'; no task has index {expected_idx}')
+            raise ValueError(f'{path}: task {task_raw!r} has index {idx}{again}; expected task '
+                             f'indices 0..{len(raw) - 1}, each once')
         if not isinstance(actions, _Pairs) or not actions:
             raise ValueError(f'{path}: task {task_raw!r} must map action ids to names')
         ids = []

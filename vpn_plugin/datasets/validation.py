@@ -125,6 +125,25 @@ def check_disjoint(train_videos, test_videos, where: str) -> None:
                          'videos never trained on (check the split files)')
 
 
+def check_disjoint_ids(train_ids: dict, test_ids: dict, where: str) -> None:
+    """No video (its task index and ``vid``) may be in both splits under two feature names
+    (``{feature stem: (task, vid)}`` each side; one name in both is :func:`check_disjoint`'s):
+    a test video listed among the training videos with the task written otherwise
+    ("make_tea" / "0_make_tea" make two default stems) was trained on without a word."""
+    train = {}
+    for stem, key in sorted(train_ids.items()):
+        train.setdefault(key, stem)
+    shared = sorted((key, train[key], stem) for stem, key in test_ids.items()
+                    if key in train and train[key] != stem)
+    if shared:
+        (task, vid), train_stem, test_stem = shared[0]
+        raise ValueError(f'{where}: {len(shared)} video(s) are in both the training and the '
+                         f'test split under two feature names, e.g. video {vid!r} of task '
+                         f'{task}: feature {train_stem!r} in training, {test_stem!r} in the '
+                         'test; the test windows must come from videos never trained on '
+                         '(check the split files; two videos need two video ids)')
+
+
 class AnnotationWarnings:
     """Counts of suspicious annotations by kind, with the first message of each kind."""
 

@@ -65,7 +65,7 @@ from typing import NamedTuple, Optional
 import torch
 
 from ..errors import check_file, replace_atomically, what_the_file_is
-from ..core.viterbi import check_rows_normalised
+from ..core.viterbi import check_rows_normalised, row_sum_tolerance
 from .rank_agreement import TRAIN_DATA_KEY
 
 PARTIAL_LOAD_KEY = 'load_partial'  # top-level config variable: the opt-in for partial loading
@@ -1461,7 +1461,7 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
                           f'{tuple(expected[key].shape)} {expected[key].dtype}')
             del state[key]
     try:
-        keys, other = _load_fitting(model, state, wrong)
+        keys, other = _load_fitting(model, renormalised_pkg_rows(state, expected), wrong)
     except ValueError as error:  # a model's own check of what it loads (KEPP's graph, its T)
         if type(error) is not ValueError or str(source) in str(error):
             raise
@@ -1527,11 +1527,52 @@ def reduced_precision_note(state: dict, expected: dict) -> str:
     finer = [state[key] for key in lower
              if torch.finfo(state[key].dtype).eps < torch.finfo(torch.float16).eps]
     rounded = bool(finer) and all(torch.equal(t, t.to(torch.float16).to(t.dtype)) for t in finer)
+    off = _pkg_rows_off(state, expected)
     return (f'{len(lower)} of its {floating} floating tensors are stored in {dtypes} (first '
             f'{lower[0]}), coarser than the model\'s {expected[lower[0]].dtype}: the model runs '
             'with their rounded values, not with the weights as trained' + (
                 f' (the {", ".join(sorted({str(t.dtype) for t in finer}))} values equal their '
-                'float16 rounding)' if rounded else ''))
+                'float16 rounding)' if rounded else '') + ''.join(
+                f'; {key}: {int(rows.sum())} PKG row(s) the rounding left summing to other '
+                'than 1 are renormalised' for key, rows in off.items()))
+
+
+def _pkg_rows_off(state: dict, expected: dict) -> dict:
+    """{key: rows (N,) bool} of the PKG tensors (``log_transitions`` (N, N)) of ``state``
+    stored in a coarser float than the model's whose rows, in the model's dtype, miss 1 beyond
+    its tolerance (``core.viterbi.row_sum_tolerance``) though the stored dtype's allow them:
+    a bfloat16 checkpoint's graph (each log value rounded by up to 2^-8), which decoding in
+    float32 refused (passT K4)."""
+    off = {}
+    for key, value in state.items():
+        own = expected.get(key)
+        if not (key.endswith('log_transitions') and torch.is_tensor(value) and value.ndim == 2
+                and torch.is_tensor(own) and value.is_floating_point()
+                and own.is_floating_point() and value.shape == own.shape
+                and torch.finfo(value.dtype).eps > torch.finfo(own.dtype).eps):
+            continue
+        sums = value.detach().double().exp().sum(1)
+        rows = ((sums - 1).abs() > row_sum_tolerance(own.dtype, len(sums))) & (sums != 0)
+        if bool(rows.any()):
+            off[key] = rows
+    return off
+
+
+def renormalised_pkg_rows(state: dict, expected: dict) -> dict:
+    """``state``, or a copy whose coarse PKG rows that miss 1 in the model's dtype
+    (:func:`_pkg_rows_off`; the file's own rows passed :func:`check_pkg_rows` at its dtype)
+    are renormalised in that dtype: ``row - logsumexp(row)``, the distribution nearest to the
+    rounded values; other rows are kept as stored."""
+    off = _pkg_rows_off(state, expected)
+    if not off:
+        return state
+    copy = OrderedDict(state)
+    copy._metadata = getattr(state, '_metadata', OrderedDict())
+    for key, rows in off.items():
+        value = state[key].detach().to(expected[key].dtype).clone()
+        value[rows] = value[rows] - torch.logsumexp(value[rows], 1, keepdim=True)
+        copy[key] = value
+    return copy
 
 
 def other_model_note(checkpoint: dict, model) -> str:
@@ -1656,9 +1697,12 @@ LAST_CHECKPOINT = 'last_checkpoint'  # mmengine's record of the latest checkpoin
 
 
 def is_inside(path, folder) -> bool:
-    """``path`` lies in ``folder`` (or below it), symlinks and ``..`` resolved."""
-    folder = Path(os.path.abspath(folder)).resolve()
-    return folder in Path(os.path.abspath(path)).resolve().parents
+    """``path`` lies in ``folder`` (or below it), ``..`` and the links among its folders
+    resolved. A last component that is a link is an entry of its folder (a work dir made of
+    links to another run's checkpoints, passT H08/H09): a run replaces or deletes the link,
+    never its target."""
+    folder, path = Path(os.path.abspath(folder)).resolve(), Path(os.path.abspath(path))
+    return folder in (path.parent.resolve() / path.name).parents
 
 
 def record_inside(recorded: str, work_dir, what: str, required: bool = True,
@@ -1701,19 +1745,21 @@ def record_inside(recorded: str, work_dir, what: str, required: bool = True,
     return None
 
 
-def latest_checkpoint_in(work_dir, logger='current') -> Optional[str]:
+def latest_checkpoint_in(work_dir, logger='current', template=None) -> Optional[str]:
     """The checkpoint to resume ``work_dir`` from: the one ``<work_dir>/last_checkpoint`` names,
     inside ``work_dir`` (:func:`record_inside`); when the record is missing or empty, or names
     a file that is gone (a run killed while rotating its checkpoints, by a version before
     ``engine.checkpoint_hook``; or killed before its first record), the newest complete
-    checkpoint of the work dir (:func:`newest_checkpoint_in`), logged; None when there is none."""
+    checkpoint of the work dir (:func:`newest_checkpoint_in`, ``template``: the config's
+    checkpoint name, :func:`checkpoint_template`), logged; None when there is none."""
     record = Path(work_dir) / LAST_CHECKPOINT
     recorded = record.read_text().strip() if record.is_file() else ''
     if recorded:
         path = record_inside(recorded, work_dir, str(record), logger=logger)
         if Path(path).is_file():
+            _note_newer_checkpoint(path, work_dir, str(record), logger, template)
             return path
-    newest = newest_checkpoint_in(work_dir)
+    newest = newest_checkpoint_in(work_dir, template)
     if recorded or newest:
         from mmengine.logging import print_log
         found = (f'resuming from the newest complete checkpoint of the work dir, {newest}'
@@ -1724,20 +1770,62 @@ def latest_checkpoint_in(work_dir, logger='current') -> Optional[str]:
     return newest
 
 
-CHECKPOINT_NAME = re.compile(r'^(epoch|iter)_(\d+)\.pth$')  # mmengine's filename_tmpl defaults
+def _note_newer_checkpoint(path: str, work_dir, record: str, logger, template=None) -> None:
+    """Log that ``record`` names ``path`` (``epoch_N.pth``) while the work dir holds a later
+    ``epoch_M.pth``: the resume trains epochs N+1.. again and replaces that file (a record
+    edited back to an earlier checkpoint did so without a word: passT H49)."""
+    names = checkpoint_names(template)
+    newest, match = newest_checkpoint_in(work_dir, template), names.match(Path(path).name)
+    later = names.match(Path(newest).name) if newest else None
+    if match and later and _kind(later) == _kind(match) and \
+            _number(later) > _number(match):
+        from mmengine.logging import print_log
+        print_log(f'{record} names {Path(path).name}, and the work dir holds the later '
+                  f'{Path(newest).name}: the run continues from {Path(path).name}, so the '
+                  f'later {_kind(match)}s are trained again and their checkpoints replaced',
+                  logger=logger, level=logging.WARNING)
 
 
-def newest_checkpoint_in(work_dir) -> Optional[str]:
-    """The ``epoch_N.pth`` of the largest N in ``work_dir`` (else the largest ``iter_N.pth``),
-    None when there is none. Such a name is always a complete file: checkpoints are written
-    under a temporary name and renamed (:func:`save_atomically`)."""
+def checkpoint_template(cfg) -> Optional[str]:
+    """The config's checkpoint file name (mmengine's ``filename_tmpl``, e.g. ``'ckpt_{}.pth'``),
+    None when it keeps mmengine's default (``epoch_{}.pth`` / ``iter_{}.pth``)."""
+    hooks = cfg.get('default_hooks') if hasattr(cfg, 'get') else None
+    hook = hooks.get('checkpoint') if hasattr(hooks, 'get') else None
+    template = hook.get('filename_tmpl') if hasattr(hook, 'get') else None
+    return template if isinstance(template, str) and template.count('{}') == 1 else None
+
+
+def checkpoint_names(template=None) -> re.Pattern:
+    """The names of a run's epoch / iteration checkpoints: mmengine's defaults and the config's
+    ``template`` (a work dir whose ``ckpt_{}.pth`` files were "no epoch checkpoint": passT
+    P3b); group ``kind`` ('epoch', 'iter' or 'template') and ``number``."""
+    names = [r'(?P<kind>epoch|iter)_(?P<number>\d+)\.pth']
+    if template:
+        before, after = template.split('{}')
+        names.insert(0, f'(?P<template>{re.escape(before)})(?P<tnumber>\\d+){re.escape(after)}')
+    return re.compile('^(?:' + '|'.join(names) + ')$')
+
+
+def _kind(match) -> str:
+    return 'template' if match.groupdict().get('template') is not None else match['kind']
+
+
+def _number(match) -> int:
+    return int(match['tnumber'] if _kind(match) == 'template' else match['number'])
+
+
+def newest_checkpoint_in(work_dir, template=None) -> Optional[str]:
+    """The checkpoint of the largest N named by the config's ``template`` in ``work_dir``
+    (:func:`checkpoint_template`), else the ``epoch_N.pth`` of the largest N (else the largest
+    ``iter_N.pth``), None when there is none. Such a name is always a complete file:
+    checkpoints are written under a temporary name and renamed (:func:`save_atomically`)."""
     found = {}
-    folder = Path(work_dir)
+    folder, names = Path(work_dir), checkpoint_names(template)
     for path in folder.iterdir() if folder.is_dir() else ():
-        match = CHECKPOINT_NAME.match(path.name)
+        match = names.match(path.name)
         if match and path.is_file():
-            found.setdefault(match.group(1), []).append((int(match.group(2)), path))
-    for kind in ('epoch', 'iter'):
+            found.setdefault(_kind(match), []).append((_number(match), path))
+    for kind in ('template', 'epoch', 'iter'):
         if found.get(kind):
             return str(max(found[kind])[1])
     return None

@@ -43,6 +43,16 @@ def plugin_name(official_name: str, prefixes: Dict[str, str]) -> str:
                    f'expected a name starting with one of {sorted(prefixes)}')
 
 
+
+def check_observation_dim(owner: str, observations: torch.Tensor, feature_dim: int) -> None:
+    """Refuse observations (..., D) whose D is not the model's ``feature_dim``, naming the
+    option (a matrix product's shape error named neither: passT H02)."""
+    if observations.shape[-1] != feature_dim:
+        raise ValueError(f'{owner}: observation dim {observations.shape[-1]} does not match '
+                         f'model.feature_dim={feature_dim} (the unified protocol observes 3 '
+                         "concatenated 512-d frames, observation='authors': 1536; 'mean3': "
+                         '512)')
+
 class LinearPair(nn.Sequential):
     """``Linear(D, H) -> Linear(H, E)`` with no activation between (parameters ``0.weight``,
     ``0.bias``, ``1.weight``, ``1.bias``).
@@ -116,11 +126,7 @@ class StateEncoder(nn.Module):
 
     def encode(self, observations: torch.Tensor) -> torch.Tensor:
         """Embeddings (..., E) of observations (..., D)."""
-        if observations.shape[-1] != self.feature_dim:
-            raise ValueError(f'{self.owner}: observation dim {observations.shape[-1]} does not '
-                             f'match model.feature_dim={self.feature_dim} (the unified protocol '
-                             "observes 3 concatenated 512-d frames, observation='authors': "
-                             "1536; 'mean3': 512)")
+        check_observation_dim(self.owner, observations, self.feature_dim)
         return self.visual_encoder(self.input_dropout(observations))
 
     def encode_ends(self, inputs: Dict[str, torch.Tensor]) -> torch.Tensor:

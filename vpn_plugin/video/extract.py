@@ -259,6 +259,14 @@ def check_manifest(out_dir: Path, settings: dict) -> None:
         if isinstance(found, dict) and 'naming' not in found:  # recorded before naming was
             settings = {k: v for k, v in settings.items() if k != 'naming'}
         before, now = _by_content(found), _by_content(settings)
+        if before != now and _run_wrote_nothing(out_dir):
+            # the record of a finished run whose every video failed: no feature file to mix
+            # with (refusing named "the features in" a folder of none, and refused the run
+            # that run's own failure advised, e.g. --fps 16 after a --native-fps VFR refusal)
+            print(f'note: {plain_text(path)} recorded the settings of an earlier run that '
+                  'wrote no feature file (its provenance.json: 0 files); replaced by this '
+                  "run's", flush=True)
+            return  # rank 0 writes this run's once every rank has checked (write_manifest)
         if before != now:
             if isinstance(before, dict) and isinstance(now, dict):  # named as recorded
                 absent = object()
@@ -270,6 +278,22 @@ def check_manifest(out_dir: Path, settings: dict) -> None:
                              f'settings than this run asks for ('
                              f'{differences(found, settings, "there", "asked now")}). Use '
                              'another --out folder (or remove that one)')
+
+
+def _run_wrote_nothing(out_dir: Path) -> bool:
+    """Whether the folder is what a finished extraction that wrote no feature file leaves:
+    its provenance.json of extract_features.py records 0 files, and the folder holds nothing
+    but that, its ``extraction.json`` and failure lists (no feature file, no temporary file
+    of a run in flight)."""
+    try:
+        record = json.loads((out_dir / 'provenance.json').read_text(encoding='utf-8'))
+    except (OSError, ValueError):
+        return False
+    if not (isinstance(record, dict) and record.get('tool') == 'extract_features.py'
+            and record.get('recorded_files') == 0):
+        return False
+    return all(p.name in (MANIFEST, 'provenance.json') or (
+        p.name.startswith('failures') and p.name.endswith('.tsv')) for p in out_dir.iterdir())
 
 
 def _extracted_here(out_dir: Path) -> bool:
@@ -292,10 +316,15 @@ def _by_content(settings):
 
 
 def write_manifest(out_dir: Path, settings: dict) -> None:
-    """Write ``extraction.json`` unless it is there (checked by :func:`check_manifest`)."""
+    """Write ``extraction.json`` unless it is there (checked by :func:`check_manifest`), or
+    replace the one of an earlier run that wrote no feature file (its provenance goes with it:
+    the run's own is written when it ends)."""
     path = out_dir / MANIFEST
-    if not path.exists():
-        write_text_atomically(path, json.dumps(settings, indent=1, sort_keys=True), MANIFEST)
+    if path.exists() and _run_wrote_nothing(out_dir):
+        (out_dir / 'provenance.json').unlink(missing_ok=True)
+    elif path.exists():
+        return
+    write_text_atomically(path, json.dumps(settings, indent=1, sort_keys=True), MANIFEST)
 
 
 def check_finished(path: Path, recipe: FrameRecipe, extra: Optional[dict] = None,
