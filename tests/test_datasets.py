@@ -78,7 +78,7 @@ def test_taxonomy_errors_name_file_and_key(tmp_path):
     with pytest.raises(ValueError, match=r'gap\.json.*missing \[1\]'):
         load_taxonomy(path)
     path.write_text(json.dumps({'1_A': {'0': 'x'}}))
-    with pytest.raises(ValueError, match=r"gap\.json.*'1_A'.*expected 0"):
+    with pytest.raises(ValueError, match=r"gap\.json.*'1_A'.*expected task indices 0"):
         load_taxonomy(path)
     with pytest.raises(FileNotFoundError, match=r'taxonomy .*absent\.json does not exist'):
         load_taxonomy(tmp_path / 'absent.json')

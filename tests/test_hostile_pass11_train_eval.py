@@ -149,7 +149,7 @@ def test_resume_true_in_an_empty_work_dir_says_it_starts_afresh(tmp_path):
     lines = []
     runner = object.__new__(PlanningRunner)
     runner.__dict__.update(_has_loaded=False, _resume=True, _load_from=None,
-                           _distributed=False, testing=False, _work_dir=str(tmp_path),
+                           _distributed=False, testing=False, _work_dir=str(tmp_path), cfg={},
                            logger=type('Logger', (), {'info': lambda _, m: lines.append(m)})(),
                            write_config=lambda training: None)
     runner.load_or_resume()

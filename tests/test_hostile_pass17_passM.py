@@ -218,10 +218,13 @@ def test_fed_ids_stored_in_another_integer_width_are_fed_as_the_official_int64(t
                                                                                dtype):
     """Found after the stop (not counted): pdpp_small_t3 with every integer array re-saved as
     int32 (the same ids) stopped with torch's "one_hot is only applicable to index tensor of
-    type LongTensor". Ids wider than a byte are fed as int64; uint8 (video frames) stays."""
+    type LongTensor". Ids are fed as int64, uint8 ones too (pass22 X08); uint8 video frames (3+
+    dimensions) stay uint8."""
     ids = np.array([[0, 2, 1], [1, 1, 0]], dtype=dtype)
     read = read_npz(saved(tmp_path, 'inputs.npz', {'task_sample': ids}))['task_sample']
-    assert read.dtype == (np.uint8 if dtype == np.uint8 else np.int64)
+    assert read.dtype == np.int64
     assert np.array_equal(read, ids)
+    frames = np.zeros((2, 4, 4, 3), np.uint8)
+    assert read_npz(saved(tmp_path, 'frames.npz', {'video': frames}))['video'].dtype == np.uint8
     torch.nn.functional.one_hot(torch.from_numpy(read).long() if dtype == np.uint8
                                 else torch.from_numpy(read), 3)

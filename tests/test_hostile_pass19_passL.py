@@ -35,8 +35,14 @@ def test_a_run_on_another_data_root_records_it_and_is_another_row():
     tool = load_tool('llm_eval')
     base = ['--config', 'configs/vpn_crosstask_t3.py', '--model', 'm', '--base-url',
             'http://h/v1']
-    plain = tool.run_settings(tool.parse_args(base), 12, 105)
-    other = tool.run_settings(tool.parse_args(base + ['--data-root', '/tmp/other/data']), 12, 105)
+
+    def settings(argv):  # as llm_eval's load_datasets records the data flags that change data
+        args = tool.parse_args(argv)
+        cfg = tool.load_config(args.config, args.cfg_options, **tool.data_path_args(args))
+        args.cfg_options, args.changing_data_paths = tool.changing_options(args, cfg)
+        return tool.run_settings(args, 12, 105)
+    plain = settings(base)
+    other = settings(base + ['--data-root', '/tmp/other/data'])
     assert 'data_root' not in plain and 'feature_dir' not in plain  # rows as before
     assert other['data_root'] == '/tmp/other/data'
     assert json.dumps(plain, sort_keys=True) != json.dumps(other, sort_keys=True)

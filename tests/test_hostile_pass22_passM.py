@@ -14,7 +14,7 @@ from vpn_plugin.config_types import checked_arguments
 
 
 # ------------------------- H02a, H02c, H02d, V15, V17: numpy scalars reach the model as Python's
-@checked_arguments
+@checked_arguments(prefix='model.')  # as a class's options: a function's data keeps its dtype
 def _options(seed: int, flag: bool, weight: float, dims: Sequence[int],
              weights: Optional[Dict[str, float]] = None):
     return seed, flag, weight, dims, weights

@@ -138,7 +138,7 @@ def test_diversity_refuses_what_is_no_distribution_or_group_size():
     entropy_bits of a negative probability gave -0.88 bits; q3: min_group_size=1.5 acted as
     2; q6: '2' in Python's TypeError."""
     from vpn_plugin.core import diversity
-    with pytest.raises(ValueError, match=r'p has probabilities \[2.0\] \(sum 2\)'):
+    with pytest.raises(ValueError, match=r'p has probabilities \[2.0\] \(sum 2.0\)'):
         diversity.js_divergence({(0,): 2.0}, {(1,): 1.0})
     with pytest.raises(ValueError, match=r'distribution has probabilities \[-0.5, 1.5\]'):
         diversity.entropy_bits({(0,): -0.5, (1,): 1.5})

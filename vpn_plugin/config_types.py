@@ -392,7 +392,8 @@ def checked_arguments(function=None, *, prefix: str | None = None):
         for name, value in bound.arguments.items():
             if name in declared:
                 check_value(where(name), value, declared[name])
-                bound.arguments[name] = plain_numbers(value)
+                if prefix is not None:  # a class's options, not a function's data (its dtype)
+                    bound.arguments[name] = plain_numbers(value)
         return function(*bound.args, **bound.kwargs)
     wrapper.checked_arguments = True  # the marker tests walk the package for
     return wrapper

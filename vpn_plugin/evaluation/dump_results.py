@@ -8,6 +8,7 @@ from mmengine.logging import print_log
 
 from mmaction.registry import METRICS
 
+from ..config_types import checked_arguments
 from ..errors import OutputWriteError, replace_atomically
 from ..outputs import has_suffix
 
@@ -20,6 +21,7 @@ class AtomicDumpResults(DumpResults):
 
     default_prefix = 'dump'
 
+    @checked_arguments(prefix='AtomicDumpResults: ')
     def __init__(self, out_file_path: str, collect_device: str = 'cpu',
                  collect_dir: Optional[str] = None):
         # mmengine's check compares the suffix with its case: `--out preds.PKL`, which

@@ -175,19 +175,20 @@ def check_points(rows, free_variant=()) -> None:
                              f'{row.dataset!r}, T={row.horizon}, variant {row.variant}): a '
                              'point counts each seed once; filter with --protocol')
         seen.add(key)
-    first = {}  # (method, dataset, horizon, key) -> {value: row}
+    first = {}  # (method, dataset, horizon, key) -> {identity text: (value, row)}
     for row in rows:
         for name in free_variant:
             values = first.setdefault((row.method, row.dataset, row.horizon, name), {})
             value = row.variant.get(name)
-            twin = next((v for v in values if round_off_twins(v, value)), None)
+            twin = next((seen for seen in values.values()
+                         if round_off_twins(seen[0], value)), None)
             if twin is not None:
                 raise ValueError(
                     f'results rows of {row.method!r} (T={row.horizon}) write one setting two '
-                    f'ways: variant {name}={twin!r} (seed {values[twin].seed}) and {value!r} '
+                    f'ways: variant {name}={twin[0]!r} (seed {twin[1].seed}) and {value!r} '
                     f'(seed {row.seed}) differ by round-off only; expected one value (fix the '
                     'rows): the figure would split the seeds of one point')
-            values.setdefault(value, row)
+            values.setdefault(identity_text(value), (value, row))
 
 
 def shortened_methods(rows) -> dict:
