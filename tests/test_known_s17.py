@@ -438,3 +438,20 @@ def test_the_authors_loader_log_says_which_relabelled_windows_change_labels():
     assert other == 7  # the README's figure, from the authors' loader's own output
     assert ("8 relabelled (7 of them with other action labels than annotated) of 20 windows"
             in dataset.window_count_summary())
+
+
+def test_every_tool_parses_its_flags_with_parse_once(capsys):
+    """passV's D97/D98 family in every tool (closing16 had it in nine): an option given twice
+    with two values is refused by ``errors.parse_once`` (argparse keeps the last without a
+    word); dist_run parses with torchrun's own parser."""
+    import importlib
+    import re
+    from pathlib import Path
+    tools = sorted((Path(__file__).parents[1] / 'tools').glob('*.py'))
+    plain = [path.name for path in tools if re.search(r'\.parse_(known_)?args\(', path.read_text())
+             and 'parse_once(' not in path.read_text() and path.stem != 'dist_run']
+    assert plain == []
+    with pytest.raises(SystemExit) as exit_:
+        importlib.import_module('tools.report').main(['r.jsonl', '--dataset', 'niv',
+                                                       '--dataset', 'coin'])
+    assert exit_.value.code == 2 and 'is given 2 times' in capsys.readouterr().err

@@ -25,7 +25,8 @@ import torch
 
 from vpn_plugin.core import energy_field, energy_search
 from vpn_plugin.datasets import load_taxonomy
-from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, path_argument, seed_argument, tool_main
+from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, parse_once, path_argument,
+                               seed_argument, tool_main)
 
 TAXONOMIES = dict(crosstask='taxonomy_133.json', niv='taxonomy.json', coin='taxonomy.json')
 NUM_ACTIONS = dict(crosstask=133, niv=48, coin=778)
@@ -48,7 +49,7 @@ def parse_args(argv=None):
                         help='alternating timings of each scorer; the fastest is reported (the '
                         'first call of a process pays one-off allocation costs)')
     parser.add_argument('--seed', type=seed_argument, default=0)
-    return parser.parse_args(argv)
+    return parse_once(parser, argv)
 
 
 def test_windows(data_root: Path, dataset: str, horizon: int) -> list:

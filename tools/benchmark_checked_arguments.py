@@ -19,7 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from vpn_plugin.benchmark import parse_size  # noqa: E402
-from vpn_plugin.errors import POSITIVE_INT, tool_main  # noqa: E402
+from vpn_plugin.errors import POSITIVE_INT, parse_once, tool_main  # noqa: E402
 from vpn_plugin.config_types import checked_arguments  # noqa: E402
 from vpn_plugin.core import differentiable_viterbi, viterbi_decode_probs  # noqa: E402
 
@@ -59,7 +59,7 @@ def main(argv=None) -> None:
     parser.add_argument('--sizes', nargs='+', default=['256x3x105', '1x3x18'],
                         help='BxTxN entries')
     parser.add_argument('--calls', type=POSITIVE_INT, default=2000)
-    args = parser.parse_args(argv)
+    args = parse_once(parser, argv)
     for size in args.sizes:  # every entry checked before the first is measured
         parse_size(size)
     torch.set_num_threads(1)

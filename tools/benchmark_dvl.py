@@ -51,7 +51,7 @@ import torch  # noqa: E402
 from vpn_plugin.benchmark import environment_line, parse_size  # noqa: E402
 from vpn_plugin.core import differentiable_viterbi, pkg_log_transitions  # noqa: E402
 from vpn_plugin.errors import (POSITIVE_FLOAT, POSITIVE_INT, checked_device,  # noqa: E402
-                               tool_main)
+                               parse_once, tool_main)
 
 warnings.filterwarnings('ignore', message='.*arg_constraints')  # torch-struct's noise
 METHODS = ('ours', 'autograd', 'torch_struct', 'ours_dense', 'ours_levels')
@@ -266,7 +266,7 @@ def main(argv=None) -> None:
     parser.add_argument('--worker-size', help=argparse.SUPPRESS)
     parser.add_argument('--worker-graph', default='sparse', choices=GRAPHS,
                         help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = parse_once(parser, argv)
     if args.worker:
         return worker_main(args)
     checked_device(args.device)

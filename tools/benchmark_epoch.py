@@ -58,7 +58,7 @@ from mmengine.device import get_device
 from mmengine.hooks import Hook
 from vpn_plugin.benchmark import environment_line
 from vpn_plugin.data_paths import add_cfg_options, load_config
-from vpn_plugin.errors import POSITIVE_INT, close_log_files, path_argument, tool_main
+from vpn_plugin.errors import POSITIVE_INT, close_log_files, parse_once, path_argument, tool_main
 from vpn_plugin.runner import build_runner as build_planning_runner
 
 PHASES = ('data', 'forward', 'backward', 'optimiser', 'hooks', 'other')
@@ -181,7 +181,7 @@ def parse_args(argv=None):
     parser.add_argument('--retrieval', action='store_true',
                         help='KEPP: time the PKG path retrieval of the test windows instead')
     add_cfg_options(parser, 'override config keys')
-    return parser.parse_args(argv)
+    return parse_once(parser, argv)
 
 
 def step_timer(config: str, cfg_options, batch: int):

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
-from vpn_plugin.errors import POSITIVE_INT, path_argument, tool_main
+from vpn_plugin.errors import POSITIVE_INT, parse_once, path_argument, tool_main
 
 
 def parse_args(argv=None):
@@ -29,7 +29,7 @@ def parse_args(argv=None):
     parser.add_argument('--repeats', type=POSITIVE_INT, default=2,
                         help='warm builds measured (the best is printed)')
     add_data_arguments(parser)
-    return parser.parse_args(argv)
+    return parse_once(parser, argv)
 
 
 def build_seconds(dataset_cfgs: list, cache_dir) -> float:

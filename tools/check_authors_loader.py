@@ -17,7 +17,7 @@ from pathlib import Path
 # in ~0.1 s; tests/test_import_purity.py)
 import numpy as np
 
-from vpn_plugin.errors import check_file, path_argument, path_kind, tool_main
+from vpn_plugin.errors import check_file, parse_once, path_argument, path_kind, tool_main
 
 FIELDS = ('window_index', 'start', 'goal', 'observed', 'actions', 'tasks')
 RECORDED = ('window_index', 'states', 'start', 'goal', 'actions', 'tasks')  # expected.npz's
@@ -105,7 +105,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('fixture_dir', type=path_argument,
                         help='folder with windows.json, features/, taxonomy.json, expected.npz')
-    counts = compare(parser.parse_args(argv).fixture_dir)
+    counts = compare(parse_once(parser, argv).fixture_dir)
     for field, count in counts.items():
         print(f'{field:>13}: {count} mismatching windows')
     failed = sum(counts.values())

@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from vpn_plugin.errors import path_argument, tool_main
+from vpn_plugin.errors import parse_once, path_argument, tool_main
 
 
 @tool_main
@@ -26,7 +26,7 @@ def main(argv=None) -> int:
     parser.add_argument('fixture', type=path_argument,
                         help='directory with meta.json, inputs.npz, outputs.npz, '
                         'grads.npz, authors_state_dict.npz')
-    fixture = Path(parser.parse_args(argv).fixture)
+    fixture = Path(parse_once(parser, argv).fixture)
     import vpn_plugin.mm  # noqa: F401  (compat + registration; after parsing: a fast --help)
     from vpn_plugin.oracles.authors import check_fixture
     from vpn_plugin.oracles.compare import begin_check, print_report

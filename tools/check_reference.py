@@ -27,7 +27,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from vpn_plugin.errors import path_argument, tool_main
+from vpn_plugin.errors import parse_once, path_argument, tool_main
 
 
 @tool_main
@@ -40,7 +40,7 @@ def main(argv=None) -> int:
                         help='skip the sensitivity lines (one rerun per module of the '
                         'weights, with one weight moved by 0.05, judged at the tolerances '
                         'measured here; printed where a tolerance was widened)')
-    args = parser.parse_args(argv)
+    args = parse_once(parser, argv)
     # after parsing: --help and a refused argument import no torch (tests/test_import_purity.py)
     import vpn_plugin.mm  # noqa: F401  (compat + registration)
     from vpn_plugin.oracles.compare import check_fixture, print_report

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, at_least,  # noqa: E402
+from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, at_least, parse_once,  # noqa: E402
                                path_argument, tool_main)
 from vpn_plugin.tool_choices import OFFICIAL_METHODS  # noqa: E402
 # vpn_plugin.mm (compat fixes + registration before configs are read) and the comparison are
@@ -82,7 +82,7 @@ def parse_args(argv=None):
                         help='also score the official run\'s final weights with our evaluator '
                         '(loaded into our model; kepp): a third table compares both trainings '
                         'under one evaluator')
-    return parser.parse_args(argv)
+    return parse_once(parser, argv)
 
 
 def report(method, result: dict, settings) -> str:

@@ -30,7 +30,7 @@ from vpn_plugin.datasets.planning_dataset import config_metainfo
 from vpn_plugin.engine.checkpoint import UNCHECKED_KEY, recorded_setting, save_atomically
 from vpn_plugin.engine.pre_stage import save_torch_file
 from vpn_plugin.oracles.authors import install_authors_weights, read_authors_state_dict, read_pkg
-from vpn_plugin.errors import path_argument, tool_main
+from vpn_plugin.errors import parse_once, path_argument, tool_main
 from vpn_plugin.outputs import CONVERTED_MARKER, add_overwrite_argument, check_output
 
 
@@ -45,7 +45,7 @@ def parse_args(argv=None):
                         help='raw transition matrix (.npy, or .npz with a '
                         "'transition_matrix' array); default: none, counted when tested")
     add_overwrite_argument(parser, 'DST')
-    return parser.parse_args(argv)
+    return parse_once(parser, argv)
 
 
 def build_model(model_cfg) -> tuple:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vpn_plugin.errors import (check_names, path_argument, tool_main,  # noqa: E402
+from vpn_plugin.errors import (check_names, parse_once, path_argument, tool_main,  # noqa: E402
                                write_text_atomically)
 from vpn_plugin.outputs import check_output  # noqa: E402
 # torch and OpenMMLab are imported after the arguments are parsed (--help and refusals answer
@@ -39,7 +39,7 @@ def parse_args(argv=None):
     parser.add_argument('--dumps', nargs='+', default=[], metavar='METHOD',
                         help='methods whose per-sample dumps are copied beside it')
     parser.add_argument('--overwrite', action='store_true')
-    return parser.parse_args(argv)
+    return parse_once(parser, argv)
 
 
 def check_own_folder(folder: Path, out: Path) -> None:

@@ -31,9 +31,9 @@ from vpn_plugin.data_paths import (PATH_VARIABLES, add_cfg_options, add_data_arg
                                    data_path_args, load_config, row_config_path,
                                    row_options)
 from vpn_plugin.outputs import add_overwrite_argument, check_output, has_suffix
-from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, POSITIVE_FLOAT,
-                               POSITIVE_INT, path_argument, seed_argument, text_argument,
-                               tool_main, write_text_atomically)
+from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT,
+                               parse_once, path_argument, seed_argument, text_argument, tool_main,
+                               write_text_atomically)
 
 
 VLM_DEFAULTS = {'num_frames': 4, 'frames_fps': 1.0}  # options of --vlm alone
@@ -101,7 +101,7 @@ def parse_args(argv=None):
     add_overwrite_argument(parser, '--save-anchors and the files beside --out')
     add_cfg_options(parser, 'override config keys (only those llm_eval reads)')
     add_data_arguments(parser)
-    args = parser.parse_args(argv)
+    args = parse_once(parser, argv)
     check_args(parser, args)
     return args
 

@@ -14,7 +14,7 @@ import sys
 # torch and OpenMMLab are imported after the arguments are parsed (--help and refusals answer
 # in ~0.1 s; tests/test_import_purity.py)
 from vpn_plugin.data_paths import add_cfg_options, load_config
-from vpn_plugin.errors import path_argument, tool_main
+from vpn_plugin.errors import parse_once, path_argument, tool_main
 
 # the loss term that needs the text features, per model type (SCHEMA: built without them
 # it can be counted, not run)
@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('configs', type=path_argument, nargs='+', help='config files')
     add_cfg_options(parser, 'override config keys, e.g. horizon=4')
-    args = parser.parse_args(argv)
+    args = parse_once(parser, argv)
     import vpn_plugin.mm  # noqa: F401  (compat + registration)
     from vpn_plugin.models.base_planner import num_parameters
     from vpn_plugin.runner import check_config_entries

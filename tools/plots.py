@@ -33,8 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT,  # noqa: E402
-                               check_given_once, check_names, path_argument, tool_main)
+from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, check_given_once,  # noqa: E402
+                               check_names, parse_once, path_argument, tool_main)
 from vpn_plugin.outputs import add_overwrite_argument, check_output, stem_files  # noqa: E402
 # the figures and results readers (vpn_plugin.protocol: torch) are imported after the
 # arguments are parsed (--help and refusals answer in ~0.1 s; tests/test_import_purity.py)
@@ -85,7 +85,7 @@ def parse_args(argv=None):
     quali.add_argument('--index', type=NON_NEGATIVE_INT, default=0, help='test sample index')
     quali.add_argument('--top-k', type=POSITIVE_INT, default=8, help='actions shown')
     quali.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE')
-    return parser.parse_args(argv)
+    return parse_once(parser, argv)
 
 
 def check_output_files(args) -> None:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 # torch and OpenMMLab are imported after the arguments are parsed (--help and refusals answer
 # in ~0.1 s; tests/test_import_purity.py)
-from vpn_plugin.errors import (POSITIVE_INT, check_folder_target, path_argument, seed_argument,
-                               tool_main)
+from vpn_plugin.errors import (POSITIVE_INT, check_folder_target, parse_once, path_argument,
+                               seed_argument, tool_main)
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = 'configs/synthetic/vpn_crosstask_t3_quickstart.py'
@@ -48,7 +48,7 @@ def parse_args(argv=None):
     parser.add_argument('--threads', type=POSITIVE_INT, default=1,
                         help='torch intra-op threads (1 is fastest for this small model on a '
                         'busy 2-core CPU)')
-    args = parser.parse_args(argv)
+    args = parse_once(parser, argv)
     for name, default in DEFAULTS.items():
         given = getattr(args, name)
         setattr(args, name, str(Path(given).absolute()) if given else default)

@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vpn_plugin.tool_choices import AUTHORS_RESAMPLES, CI_STYLES, DEFAULT_METRICS  # noqa: E402
 from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, at_least,  # noqa: E402
-                               check_given_once,
-                               path_argument, text_argument, tool_main, write_texts_atomically)
+                               check_given_once, parse_once, path_argument, text_argument,
+                               tool_main, write_texts_atomically)
 from vpn_plugin.outputs import add_overwrite_argument, check_output, stem_files  # noqa: E402
 # the table and results readers (vpn_plugin.core, vpn_plugin.protocol: torch) are imported
 # after the arguments are parsed (--help and refusals answer in ~0.1 s;
@@ -78,7 +78,7 @@ def parse_args(argv=None):
     parser.add_argument('--format', choices=('markdown', 'latex'), default='markdown',
                         help='the table printed to stdout')
     add_overwrite_argument(parser, '<out>.md / <out>.tex')
-    return parser.parse_args(argv)
+    return parse_once(parser, argv)
 
 
 def output_files(args) -> tuple:

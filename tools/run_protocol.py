@@ -40,9 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # refusals answer in ~0.1 s; tests/test_import_purity.py)
 from vpn_plugin.data_paths import add_data_arguments, data_path_args  # noqa: E402
 from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT,  # noqa: E402
-                               at_least,
-                               check_folder_target, join_dash_values, path_argument,
-                               seed_argument, tool_main)
+                               at_least, check_folder_target, join_dash_values, parse_once,
+                               path_argument, seed_argument, tool_main)
 
 
 def parse_args(argv=None):
@@ -84,7 +83,7 @@ def parse_args(argv=None):
     add_data_arguments(parser)
     add_launcher_arguments(parser)
     argv = join_dash_values(parser, sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(argv)
+    args = parse_once(parser, argv)
     check_launcher_arguments(parser, args, argv)
     if args.epoch_seconds is None:
         from vpn_plugin.protocol.dry_run import CPU_EPOCH_SECONDS

@@ -29,7 +29,7 @@ import os.path as osp
 from vpn_plugin.data_paths import (add_runner_arguments, check_flags_agree, data_path_args,
                                   check_work_dir_option,
                                   load_config as read_config, set_launcher)
-from vpn_plugin.errors import (POSITIVE_INT, check_file, path_argument, tool_main,
+from vpn_plugin.errors import (POSITIVE_INT, check_file, parse_once, path_argument, tool_main,
                                write_text_atomically)
 from vpn_plugin.outputs import (add_overwrite_argument, check_output,
                                 check_spares_config_inputs)
@@ -60,7 +60,7 @@ def parse_args(argv=None):
                         '(vpn_plugin/smoke.py)')
     add_overwrite_argument(parser, '--out / --out-metrics files')
     add_runner_arguments(parser, 'test_dataloader.batch_size=64')
-    args = parser.parse_args(argv)
+    args = parse_once(parser, argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
 

@@ -23,8 +23,8 @@ from vpn_plugin.data_paths import (add_runner_arguments, check_flags_agree, data
                                   check_work_dir_option,
                                   load_config as read_config, read_config_file,
                                   set_launcher)
-from vpn_plugin.errors import (check_file, check_folder_target, path_argument, seed_argument,
-                               tool_main)
+from vpn_plugin.errors import (check_file, check_folder_target, parse_once, path_argument,
+                               seed_argument, tool_main)
 from vpn_plugin.smoke import batches_reason, smoke_config, training_limit_reason
 
 
@@ -53,7 +53,7 @@ def parse_args(argv=None):
                         'work_dirs/<config name>_smoke)')
     add_runner_arguments(parser, 'train_cfg.max_epochs=5')
     add_mmaction_flags(parser)
-    args = parser.parse_args(argv)
+    args = parse_once(parser, argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
 
