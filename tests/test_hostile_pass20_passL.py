@@ -134,8 +134,9 @@ def test_plain_yaml_and_json_configs_are_read(tmp_path):
 
 def _llm_settings(*extra):
     tool = load_tool('llm_eval')
-    args = tool.parse_args(['--config', 'configs/vpn_crosstask_t3.py', '--model', 'm',
-                            '--base-url', 'http://h/v1', *extra])
+    defaults = ['--config', 'configs/vpn_crosstask_t3.py', '--model', 'm'] + \
+        ['--base-url', 'http://h/v1'] * ('--base-url' not in extra)  # a flag once (parse_once)
+    args = tool.parse_args([*defaults, *extra])
     return json.dumps(tool.run_settings(args, 12, 105), sort_keys=True), args
 
 

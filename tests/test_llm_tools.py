@@ -50,11 +50,17 @@ def tiny_config(tiny_crosstask, tmp_path_factory):
 
 
 def run_tool(tool, server, config, tmp_path, *extra):
-    return tool.main(['--config', str(config), '--base-url', server.base_url, '--model', 'fake',
-                      '--limit', str(LIMIT), '--concurrency', '3', '--no-progress',
-                      '--timeout', str(CLIENT_TIMEOUT_S), '--max-retries', '1',
-                      '--backoff', '0.01', '--cache-dir', str(tmp_path / 'cache'),
-                      '--out', str(tmp_path / 'results.jsonl'), *extra])
+    """llm_eval with the test's flags; a flag in ``extra`` replaces the default (a flag given
+    twice is refused: errors.parse_once)."""
+    defaults = {'--config': str(config), '--base-url': server.base_url, '--model': 'fake',
+                '--limit': str(LIMIT), '--concurrency': '3', '--timeout': str(CLIENT_TIMEOUT_S),
+                '--max-retries': '1', '--backoff': '0.01', '--cache-dir': str(tmp_path / 'cache'),
+                '--out': str(tmp_path / 'results.jsonl')}
+    given = []
+    for flag, value in defaults.items():
+        if flag not in extra:
+            given += [flag, value]
+    return tool.main([*given, '--no-progress', *extra])
 
 
 def test_llm_eval_oracle_with_pkg_writes_results(tiny_crosstask, tiny_config, tmp_path, capsys):
