@@ -89,6 +89,16 @@ def file_digests(paths: Iterable, memo: Optional[Path] = None,
     return digests
 
 
+def folder_digest(folder: Path, files: List[Path], memo: Optional[Path] = None,
+                  secret: Optional[bytes] = None) -> str:
+    """16 hex digits of the SHA-256 of ``files`` of ``folder`` as a listing (each one's name
+    relative to ``folder`` and :func:`file_digests` of its bytes, ``memo`` / ``secret`` as
+    there): what a model folder holds now, not its name or its files' time stamps."""
+    digests = file_digests(files, memo=memo, secret=secret)
+    listing = [[str(Path(p).relative_to(folder)), d] for p, d in zip(files, digests)]
+    return hashlib.sha256(json.dumps(listing).encode()).hexdigest()[:16]
+
+
 def _write_memo(memo: Path, entries: dict) -> None:
     """Atomically (concurrent runs lose at most their own entries: a re-hash later)."""
     temporary = memo.with_name(f'.{memo.name}.{os.getpid()}.tmp')

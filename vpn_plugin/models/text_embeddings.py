@@ -409,15 +409,12 @@ def _encoder_files(encoder) -> str:
     now, not of its name or its files' time stamps (another model saved there, a fine-tuned one
     of the same size copied with its times kept, was served the old model's encodings). The
     default encoder keeps its name as key; another folder is read once per model build."""
-    from ..datasets.file_digests import file_digests
+    from ..datasets.file_digests import folder_digest
     folder = Path(str(encoder))
     if not folder.is_dir():
         return ''
-    files = sorted(path for path in folder.rglob('*') if path.is_file())
-    listing = [[path.relative_to(folder).as_posix(), digest]
-               for path, digest in zip(files, file_digests(files))]
-    digest = hashlib.sha1(json.dumps(listing).encode())
-    return '@' + digest.hexdigest()[:16]
+    return '@' + folder_digest(folder, sorted(path for path in folder.rglob('*')
+                                              if path.is_file()))
 
 
 def cache_files(text_cfg, loader: str = 'load_state_features') -> List[str]:

@@ -564,7 +564,7 @@ def model_fingerprint(model: str, cache: ResponseCache) -> str:
     contents, ``datasets.file_digests``: remembered in the cache folder per file stat record,
     so a model is hashed once); a hub id is fingerprinted by its downloaded snapshot folder,
     if any (else by its name: what transformers will download)."""
-    from vpn_plugin.datasets.file_digests import file_digests
+    from vpn_plugin.datasets.file_digests import folder_digest
     folder = Path(model).expanduser()
     if not folder.is_dir():
         try:
@@ -575,9 +575,8 @@ def model_fingerprint(model: str, cache: ResponseCache) -> str:
     cache_root = cache.root.resolve()
     files = sorted(p for p in folder.rglob('*') if p.is_file()
                    and cache_root not in p.resolve().parents)  # a cache inside the model folder
-    digests = file_digests(files, memo=cache.root / '.model_digests.json', secret=cache._secret)
-    listing = [[str(p.relative_to(folder)), d] for p, d in zip(files, digests)]
-    return hashlib.sha256(json.dumps(listing).encode()).hexdigest()[:16]
+    return folder_digest(folder, files, memo=cache.root / '.model_digests.json',
+                         secret=cache._secret)
 
 
 # the backend options a config sets (configs/llm/*, tools/test.py), checked as llm_eval's
