@@ -207,18 +207,19 @@ def _is_bool(value) -> bool:
     return isinstance(value, bool) or (numpy is not None and isinstance(value, numpy.bool_))
 
 
-def bool_among(values):
-    """The first True or False inside nested lists / tuples ``values``, else None: numpy reads
-    ``[True, 2]`` as the integers ``[1, 2]``, so a reader of integer ids (action plans,
-    sequences) asks this before ``np.asarray`` (an array of dtype bool it refuses itself)."""
+def refuse_bool_ids(values, name: str) -> None:
+    """``TypeError`` when nested lists / tuples ``values`` of action ids hold a True or False:
+    numpy reads ``[True, 2]`` as the integers ``[1, 2]``, so a reader of integer ids (action
+    plans, sequences) asks this before ``np.asarray`` (an array of dtype bool it refuses
+    itself)."""
     stack = [values]
     while stack:
         value = stack.pop()
         if _is_bool(value):
-            return value
+            raise TypeError(f'{name} holds {value!r} among its action ids; expected integer '
+                            'action ids (a bool would be read as the id 0 or 1)')
         if isinstance(value, (list, tuple)):
             stack.extend(reversed(value))
-    return None
 
 
 def _literal_matches(value, choice) -> bool:

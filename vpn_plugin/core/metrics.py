@@ -35,7 +35,7 @@ from typing import Dict
 import numpy as np
 import torch
 
-from ..config_types import Count, bool_among, checked_arguments
+from ..config_types import Count, checked_arguments, refuse_bool_ids
 
 METRIC_NAMES = ('success_rate', 'mean_accuracy', 'miou_set', 'miou_legacy',
                 'first_accuracy', 'last_accuracy')
@@ -66,9 +66,7 @@ def as_plans(plans, name: str, allow_no_plan: bool = False) -> np.ndarray:
     if isinstance(plans, (str, bytes)):  # numpy reads '123' as a 0-d array of text
         raise TypeError(f'{name} is a {type(plans).__name__} ({plans!r:.40}); expected plans '
                         '(M, T) of integer action ids (a numpy array, tensor or nested list)')
-    if bool_among(plans) is not None:
-        raise TypeError(f'{name} holds {bool_among(plans)!r} among its action ids; expected '
-                        'integer action ids (a bool would be read as the id 0 or 1)')
+    refuse_bool_ids(plans, name)
     try:
         array = np.asarray(plans)
     except ValueError as error:  # ragged nested lists

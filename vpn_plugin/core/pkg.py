@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ..config_types import (Count, Fraction, NonNegative, Probability, Range, Seed,
-                            bool_among, checked_arguments)
+                            checked_arguments, refuse_bool_ids)
 from .viterbi import ROW_SUM_TOLERANCE as DECODER_ROW_TOLERANCE
 
 CountMode = Literal['window', 'video']
@@ -64,9 +64,7 @@ def _integer_ids(sequence, name: str) -> np.ndarray:
         raise ValueError(f'{name} is a tensor on the meta device, which holds no values; '
                          'expected action ids with data (cpu or cuda)')
     values = list(sequence)
-    if bool_among(values) is not None:
-        raise TypeError(f'{name} holds {bool_among(values)!r} among its action ids; expected '
-                        'integer action ids (a bool would be read as the id 0 or 1)')
+    refuse_bool_ids(values, name)
     array = np.asarray(values)
     if array.size and not np.issubdtype(array.dtype, np.integer):
         raise TypeError(f'{name} holds {array.dtype} values {array.tolist()}; '
