@@ -111,7 +111,7 @@ LATEST = '<latest>'  # --resume without CKPT
 def existing_checkpoints(work_dir, template=None) -> list:
     """The files a training run writes directly in ``work_dir``: its epoch / iteration
     checkpoints (``epoch_N.pth``, ``iter_N.pth``, or the config's checkpoint ``template``,
-    mmengine's ``filename_tmpl``), its best checkpoints (``best_*.pth``) and mmengine's
+    ``engine.checkpoint.checkpoint_template``), its best checkpoints (``best_*.pth``) and mmengine's
     ``last_checkpoint`` record; the pre-stage files (``engine.pre_stage.PRE_STAGE_FILES``: a
     finished task classifier or KEPP step model, reused by any start in the work dir) are
     none. Another ``.pth`` beside them (a user's ``s3d_howto100m.pth``) is no run's: never
@@ -120,7 +120,6 @@ def existing_checkpoints(work_dir, template=None) -> list:
     from vpn_plugin.engine.checkpoint_hook import BEST_PATTERN
     from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
     folder = Path(work_dir)
-    template = template if isinstance(template, str) and template.count('{}') == 1 else None
     names = [checkpoint_names(template).pattern, fnmatch.translate(BEST_PATTERN),
              re.escape(LAST_CHECKPOINT) + '$']
     written = re.compile('|'.join(f'(?:{name})' for name in names))
@@ -210,12 +209,11 @@ def check_fresh_work_dir(cfg, overwrite: bool) -> None:
     holds some unless ``--overwrite`` (which deletes them)."""
     from vpn_plugin.engine.checkpoint import checkpoint_template, latest_checkpoint_in
     from vpn_plugin.engine.checkpoint_hook import no_resume_point_note
-    template = ((cfg.get('default_hooks') or {}).get('checkpoint') or {}).get('filename_tmpl')
+    template = checkpoint_template(cfg)
     found = existing_checkpoints(cfg.work_dir, template)
     if found and not overwrite:
         best_only = (no_resume_point_note(cfg.work_dir)
-                     if latest_checkpoint_in(cfg.work_dir, template=checkpoint_template(cfg))
-                     is None else '')
+                     if latest_checkpoint_in(cfg.work_dir, template=template) is None else '')
         raise SystemExit(f'the work dir {cfg.work_dir} already holds checkpoints of another run '
                          f'({", ".join(p.name for p in found[:4])}{" ..." * (len(found) > 4)})'
                          + (best_only or '; continue it with --resume, or start afresh with '
