@@ -896,8 +896,8 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
                 unfound.setdefault(row.config, []).append(row)
             continue
         try:
-            facts = _config_facts(*_config_key(path), json.dumps(options, sort_keys=True,
-                                                                 default=str))
+            key = _config_key(path)
+            facts = _config_facts(*key, json.dumps(options, sort_keys=True, default=str))
         except NeedsUnread as error:
             raise ValueError(f'{where}: {error}') from None
         except Exception as error:  # the config (or the row's cfg_options on it) does not load
@@ -910,7 +910,7 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
             unread_configs.setdefault(path, (row.config, unread, []))[2].append(row)
         read = ('' if Path(row.config).is_absolute()  # which file a relative path found
                 else f' (the config file read: {Path(path).resolve()})')
-        if options and _options_change_facts(path, facts):  # the refusals below say so
+        if options and _options_change_facts(key, facts):  # the refusals below say so
             where += f' (with its settings.cfg_options {options})'
         trained = row.train_horizon if row.train_horizon is not None else row.horizon
         if horizon is not None and row.train_horizon is None and row.horizon != horizon \
@@ -966,11 +966,12 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
               file=sys.stderr)
 
 
-def _options_change_facts(path: str, facts: tuple) -> bool:
-    """A row's ``cfg_options`` make the horizons or the test dataset of its config other than
-    the config's own (``facts``: :func:`_config_facts` with them)."""
+def _options_change_facts(key: tuple, facts: tuple) -> bool:
+    """A row's ``cfg_options`` make the horizons or the test dataset of its config
+    (:func:`_config_key` ``key``) other than the config's own (``facts``: :func:`_config_facts`
+    with them)."""
     try:
-        return _config_facts(*_config_key(path), '{}')[:3] != facts[:3]
+        return _config_facts(*key, '{}')[:3] != facts[:3]
     except Exception:  # noqa: BLE001 - the config alone does not load: the options matter
         return True
 
