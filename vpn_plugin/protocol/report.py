@@ -1036,10 +1036,10 @@ def _latex_escape(text: str) -> str:
 
 
 # TeX's ligatures of the default fonts would print another name than the user's: '--' an en
-# dash, '---' an em dash, '?`' and '!`' as ¿ and ¡, '``' and "''" a curly double quote, and
-# with T1 (\usepackage[T1]{fontenc}, most papers) ',,' a low double quote „: '{}' breaks each
-# ('<<' / '>>', T1's « », are written as \textless{} / \textgreater{})
-_LATEX_LIGATURES = re.compile(r"-(?=-)|[?!`](?=`)|'(?=')|,(?=,)")
+# dash, '---' an em dash, "''" a curly double quote, and with T1 (\usepackage[T1]{fontenc},
+# most papers) ',,' a low double quote „: '{}' breaks each ('<<' / '>>', T1's « », are written
+# as \textless{} / \textgreater{}; a backquote as \textasciigrave{}, so no '?`', '!`' or '``')
+_LATEX_LIGATURES = re.compile(r"-(?=-)|'(?=')|,(?=,)")
 _LATEX_LINE_BREAKS = re.compile(rf'\s*(?:{LINE_BREAK.pattern})\s*')  # TeX ends lines at \r too
 # control characters (Unicode Cc) stop pdfLaTeX ("invalid character", "Unicode character ^^[
 # not set up") or act (^^L is \par): written in TeX's own caret notation, as its log shows them
