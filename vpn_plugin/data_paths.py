@@ -589,11 +589,7 @@ def literal_assignments(file: Path, base: dict | None = None, strict: bool = Tru
     if reserved:  # mmengine: KeyError "filename is reserved for config file"
         raise ValueError(f'{file}: {reserved[0]} is a name mmengine keeps for the config itself '
                          f'({", ".join(RESERVED_KEYS)}); expected another name')
-    spans = {name: (node.lineno, node.end_lineno)  # where each name was set last
-             for node in (tree.body if file.suffix == '.py' and placeholders else ())
-             for name in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
-                          and not isinstance(n.ctx, ast.Load)}}
-    return _with_placeholders(file, names, placeholders, base, strict, (text, spans))
+    return _with_placeholders(file, names, placeholders, base, strict, (text, tree))
 
 
 def _stores_only_names(node) -> bool:
@@ -968,7 +964,7 @@ def _literal_comprehension(node, names: dict, base: dict):
             raise Unknown(iterable)
         for item in _python(node, list, iterable):
             _ITEMS_LEFT[0] -= 1
-            if _ITEMS_LEFT[0] < 0:  # one bound for a statement's comprehensions together
+            if _ITEMS_LEFT[0] < 0:  # one bound for the file's comprehensions together
                 raise Unknown(_not_computed(node, f'a comprehension of more than {SIZE_BOUND} '
                                                   'items (not computed here)'))
             inner = collections.ChainMap({}, scope)  # the comprehension's own names
@@ -1228,12 +1224,12 @@ ENVIRONMENT_PLACEHOLDER = re.compile(r'\{\{[\'"]?\s*\$(\w+)\s*:\s*(\S*?)\s*[\'"]
 
 
 def _with_placeholders(file: Path, values: dict, placeholders: dict, base: dict,
-                       strict: bool, source=('', {})) -> dict:
+                       strict: bool, source=('', None)) -> dict:
     """``values`` with each whole placeholder value replaced by its ``_base_`` value, each
     value copied apart (mmengine's ``Config._substitute_base_vars``); a placeholder left inside
     a text (``'{{_base_.x}}/y'``, ``{{_base_.x}} * 2``: mmengine's run gets that text) is
-    refused naming the line (``source``: the text read and the lines of each name's last
-    statement; ``strict=False``: unread)."""
+    refused naming the line (``source``: the text read and its parsed tree, None for a
+    mapping file; ``strict=False``: unread)."""
     from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     if not strict:
@@ -1252,7 +1248,7 @@ def _with_placeholders(file: Path, values: dict, placeholders: dict, base: dict,
     for name, value in values.items():
         if _holds_placeholder(value, placeholders):
             held = [key for key in placeholders if _holds_placeholder(value, {key: None})]
-            first, last = source[1].get(name, (1, None))
+            first, last = _last_statement_lines(source[1], name)
             line = next((number for number, written in enumerate(
                 source[0].splitlines()[first - 1:last], first)
                 if any(key in written for key in held)), None)
@@ -1261,6 +1257,16 @@ def _with_placeholders(file: Path, values: dict, placeholders: dict, base: dict,
                              'expression, where mmengine leaves its placeholder text (it '
                              'replaces only a whole value): expected _base_.x')
     return values
+
+
+def _last_statement_lines(tree, name: str) -> tuple:
+    """(first, last) line of the last top-level statement of ``tree`` that sets ``name``;
+    (1, None), the whole text, without one (a mapping file: no tree)."""
+    import ast
+    spans = [(node.lineno, node.end_lineno) for node in (tree.body if tree else ())
+             if any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
+                    for n in ast.walk(node))]
+    return spans[-1] if spans else (1, None)
 
 
 def _has_base_value(base: dict, name: str) -> bool:
@@ -1349,7 +1355,7 @@ def _literal_arithmetic(node, left, right):
     grown = max(sizes[0] or 0, sizes[1] or 0) * (max(counts[0] or 1, counts[1] or 1)
                                                  if name == 'Mult' else 2)
     _ITEMS_LEFT[0] -= grown if name in ('Add', 'Mult') and sizes != [None, None] else 0
-    if _ITEMS_LEFT[0] < 0:  # texts / lists a statement builds together
+    if _ITEMS_LEFT[0] < 0:  # texts / lists the file builds together
         return _not_computed(node, f'{symbol} ({written}), too large to compute here')
     if None not in counts and _int_bits(name, *counts) > BITS_BOUND:
         raise _Refused(f'{symbol} ({written}): Python refuses it (a number of more than '

@@ -43,7 +43,6 @@ def plugin_name(official_name: str, prefixes: Dict[str, str]) -> str:
                    f'expected a name starting with one of {sorted(prefixes)}')
 
 
-
 def check_observation_dim(owner: str, observations: torch.Tensor, feature_dim: int) -> None:
     """Refuse observations (..., D) whose D is not the model's ``feature_dim``, naming the
     option (a matrix product's shape error named neither: passT H02)."""
@@ -52,6 +51,7 @@ def check_observation_dim(owner: str, observations: torch.Tensor, feature_dim: i
                          f'model.feature_dim={feature_dim} (the unified protocol observes 3 '
                          "concatenated 512-d frames, observation='authors': 1536; 'mean3': "
                          '512)')
+
 
 class LinearPair(nn.Sequential):
     """``Linear(D, H) -> Linear(H, E)`` with no activation between (parameters ``0.weight``,
